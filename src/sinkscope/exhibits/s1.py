@@ -1,0 +1,71 @@
+"""S1: a value-less sink logit absorbs the spare attention of a query that matches nothing.
+
+Runs the example of seed S as written there: `torch.manual_seed(seed)`, random values
+(n_tokens x dim), near-zero scores; softmax over the scores alone, then with a sink logit
+prepended whose value is zero (it is dropped after the softmax).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+
+def sink_logit_example(
+    seed: int, n_tokens: int, dim: int, scores: list[float], sink_logit: float
+) -> pd.DataFrame:
+    """Attention weights and output norm without and with the sink logit, one row per key."""
+    if len(scores) != n_tokens:
+        raise ValueError(f"S1 needs one score per token: {len(scores)} scores, {n_tokens} tokens")
+    generator = torch.Generator().manual_seed(seed)  # same stream as torch.manual_seed(seed)
+    values = torch.randn(n_tokens, dim, generator=generator)
+    logits = torch.tensor(scores)
+    rows = []
+    for condition, with_sink in (("no sink", False), ("sink logit", True)):
+        if with_sink:
+            full = torch.cat([torch.tensor([sink_logit]), logits]).softmax(-1)
+            sink_weight, weights = full[0].item(), full[1:]
+        else:
+            sink_weight, weights = 0.0, logits.softmax(-1)
+        norm = (weights @ values).norm().item()
+        keys = [("sink", sink_weight)] if with_sink else []
+        keys += [(f"token {i}", w.item()) for i, w in enumerate(weights)]
+        rows += [
+            {"condition": condition, "key": key, "weight": weight,
+             "weight_on_tokens": weights.sum().item(), "output_norm": norm}
+            for key, weight in keys
+        ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def measured_claims(table: pd.DataFrame) -> dict[str, float]:
+    """The three numbers the seed states, as computed."""
+    by_condition = table.groupby("condition").first()
+    sink = table[(table.condition == "sink logit") & (table.key == "sink")]
+    return {
+        "S1.norm_without_sink": float(by_condition.loc["no sink", "output_norm"]),
+        "S1.sink_share": float(100 * sink.weight.iloc[0]),
+        "S1.norm_with_sink": float(by_condition.loc["sink logit", "output_norm"]),
+    }
+
+
+def figure(table: pd.DataFrame, scale: str):
+    """Left: attention weight per key without and with the sink. Right: the output norms."""
+    from .. import plotting
+
+    fig, (ax_w, ax_n) = plotting.figure(ncols=2, width=4.2, gridspec_kw={"width_ratios": [2, 1]})
+    keys = ["sink", *(k for k in dict.fromkeys(table.key) if k != "sink")]
+    pivot = table.pivot(index="key", columns="condition", values="weight").reindex(keys).fillna(0)
+    pivot.plot.bar(ax=ax_w, rot=45, width=0.8)
+    sink = pivot.loc["sink", "sink logit"]
+    ax_w.annotate(f"{100 * sink:.0f} %", (0.2, sink), ha="center", va="bottom")
+    ax_w.margins(y=0.12)
+    ax_w.set(xlabel="key", ylabel="attention weight", title="Weight per key")
+    ax_w.legend(title="softmax over")
+    norms = table.groupby("condition", sort=False).output_norm.first()
+    bars = ax_n.bar(norms.index, norms.values, color=["C0", "C1"])
+    ax_n.bar_label(bars, fmt="%.2f")
+    ax_n.margins(y=0.12)
+    ax_n.set(ylabel="||weights @ values||", title="Output norm")
+    fig.suptitle(plotting.title(scale, "S1", "a value-less sink logit absorbs spare attention"))
+    return fig

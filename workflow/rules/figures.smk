@@ -1,0 +1,20 @@
+# figures: one rule per exhibit, from its tables to figures/<ID>.png and .pdf.
+
+
+rule figure_s1:
+    input:
+        "results/S1/sink_logit.parquet",
+    output:
+        png=report("figures/S1.png", caption="../report/S1.rst", category="Seed S", labels={"exhibit": "S1"}),
+        pdf="figures/S1.pdf",
+    params:
+        scale=config["scale"],
+    log:
+        "logs/figures/S1.log",
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        ENV
+    script:
+        "../scripts/figure_s1.py"

@@ -1,0 +1,25 @@
+# models: materialise each registry entry into resources/models/<name>/ (fp32 safetensors +
+# manifest.json, written last). Later stages take the manifest as their input.
+
+import re
+
+
+wildcard_constraints:
+    model="|".join(re.escape(name) for name in config["registry"]),
+
+
+rule materialise_model:
+    output:
+        "resources/models/{model}/manifest.json",
+    params:
+        entry=lambda w: config["registry"][w.model],
+        fetch=config["fetch"],
+    log:
+        "logs/models/{model}.log",
+    resources:
+        mem_mb=lambda w: config["registry"][w.model].get("mem_mb", 4000),
+        runtime=lambda w: config["registry"][w.model].get("runtime", 30),
+    conda:
+        ENV
+    script:
+        "../scripts/materialise_model.py"
