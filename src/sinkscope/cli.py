@@ -16,7 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     p_audit = commands.add_parser("audit", help="print the provenance chain of a figure or table")
     p_audit.add_argument("file", type=Path)
-    p_verify = commands.add_parser("verify-model", help="re-hash a cached model against its manifest")
+    p_verify = commands.add_parser(
+        "verify-model", help="re-hash a cached model against its manifest"
+    )
     p_verify.add_argument("cache_dir", type=Path)
     p_check = commands.add_parser("check-config", help="validate config files merged in order")
     p_check.add_argument("configs", type=Path, nargs="+")

@@ -14,6 +14,9 @@ def setup(log_file: str | Path | None, name: str = "sinkscope") -> logging.Logge
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_file, mode="w"))
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", handlers=handlers, force=True
+        level=logging.INFO,
+        format="%(asctime)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
     )
     return logging.getLogger(name)

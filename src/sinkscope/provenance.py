@@ -1,4 +1,4 @@
-"""What produced an output: code version, config values, input hashes, packages, models, device, time.
+"""What produced an output: code, config values, input hashes, packages, models, device, time.
 
 Every output of the pipeline carries one provenance record (a JSON-able dict):
 figures in their PNG text chunks and PDF info dictionary, parquet tables in their schema
@@ -24,9 +24,17 @@ from typing import Any
 KEY = "sinkscope-provenance"
 SIDECAR_SUFFIX = ".prov.json"
 PACKAGES = (
-    "sinkscope", "torch", "transformers", "numpy", "pandas", "pyarrow",
-    "matplotlib", "safetensors", "gguf", "snakemake",
-)  # fmt: skip
+    "sinkscope",
+    "torch",
+    "transformers",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "matplotlib",
+    "safetensors",
+    "gguf",
+    "snakemake",
+)
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
@@ -135,7 +143,7 @@ class Recorder:
 
     @classmethod
     def from_snakemake(cls, smk: Any, **kwargs: Any) -> Recorder:
-        """Build from a Snakemake `script:` job object (duck-typed: rule, params, input, scriptdir)."""
+        """Build from a Snakemake `script:` job (duck-typed: rule, params, input, scriptdir)."""
         params = {k: v for k, v in smk.params.items()}
         return cls(
             rule=smk.rule,

@@ -1,4 +1,4 @@
-"""The replication scorecard: every claim of EXHIBITS.md, its paper value, the measured value, a verdict."""
+"""The replication scorecard: each claim of EXHIBITS.md, paper value, measured value, verdict."""
 
 from __future__ import annotations
 
@@ -65,14 +65,23 @@ def build_scorecard(claim_files: list[str | Path], scale: str) -> pd.DataFrame:
         raise ValueError(f"measured claims not in the catalogue: {sorted(unknown)}")
     rows = []
     for claim in catalogue:
-        row = {"exhibit": claim["exhibit"], "claim_id": claim["id"], "claim": claim["claim"],
-               "paper": claim["paper"], "scale": scale}  # fmt: skip
+        row = {
+            "exhibit": claim["exhibit"],
+            "claim_id": claim["id"],
+            "claim": claim["claim"],
+            "paper": claim["paper"],
+            "scale": scale,
+        }
         if (found := measured.get(claim["id"])) is None:
             row |= {"measured": "", "model": "", "verdict": NOT_RUN, "note": ""}
         else:
             ok = judge(claim["check"], found["value"])
-            row |= {"measured": _format(found["value"]), "model": found["model"],
-                    "verdict": REPLICATED if ok else NOT_REPLICATED, "note": found["note"]}  # fmt: skip
+            row |= {
+                "measured": _format(found["value"]),
+                "model": found["model"],
+                "verdict": REPLICATED if ok else NOT_REPLICATED,
+                "note": found["note"],
+            }
         rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
 

@@ -23,6 +23,9 @@ except (ModelUnavailable, FetchError) as error:
     log.error("%s", error)
     sys.exit(1)
 log.info(
-    "%s: %s, %s parameters, pin %s", name, manifest["architecture"], f"{manifest['parameters']:,}",
+    "%s: %s, %s parameters, pin %s",
+    name,
+    manifest["architecture"],
+    f"{manifest['parameters']:,}",
     manifest["pin"],
 )

@@ -31,10 +31,15 @@ def sink_logit_example(
         keys = [("sink", sink_weight)] if with_sink else []
         keys += [(f"token {i}", w.item()) for i, w in enumerate(weights)]
         rows += [
-            {"condition": condition, "key": key, "weight": weight,
-             "weight_on_tokens": weights.sum().item(), "output_norm": norm}
+            {
+                "condition": condition,
+                "key": key,
+                "weight": weight,
+                "weight_on_tokens": weights.sum().item(),
+                "output_norm": norm,
+            }
             for key, weight in keys
-        ]  # fmt: skip
+        ]
     return pd.DataFrame(rows)
 
 

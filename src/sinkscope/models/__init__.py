@@ -5,7 +5,14 @@ from .sources import ModelUnavailable, UnknownModel, materialise, registry_entry
 from .wheels import FetchError
 
 __all__ = [
-    "CorruptCache", "FetchError", "ModelUnavailable", "UnknownModel",
-    "load_model", "load_tokenizer", "materialise", "read_manifest", "registry_entry",
+    "CorruptCache",
+    "FetchError",
+    "ModelUnavailable",
+    "UnknownModel",
+    "load_model",
+    "load_tokenizer",
+    "materialise",
+    "read_manifest",
+    "registry_entry",
     "verify_cache",
-]  # fmt: skip
+]

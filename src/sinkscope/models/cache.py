@@ -60,21 +60,25 @@ def verify_cache(cache_dir: str | Path, full: bool = False) -> dict[str, Any]:
             problems.append(f"{name}: missing")
             continue
         key = _stat_key(path)
-        if stamps.get(name) != key:
-            if (digest := sha256_file(path)) != expected:
-                problems.append(f"{name}: sha256 {digest} != manifest {expected}")
-                continue
+        if stamps.get(name) != key and (digest := sha256_file(path)) != expected:
+            problems.append(f"{name}: sha256 {digest} != manifest {expected}")
+            continue
         fresh[name] = key
     if problems:
         stamp_path.unlink(missing_ok=True)
         raise CorruptCache(
-            f"model cache {cache_dir} is corrupted:\n  " + "\n  ".join(problems)
+            f"model cache {cache_dir} is corrupted:\n  "
+            + "\n  ".join(problems)
             + f"\nDelete {cache_dir} and rerun the pipeline to materialise it again."
         )
     if fresh != stamps:
-        with atomic_path(stamp_path) as tmp:
-            tmp.write_text(json.dumps(fresh))
+        _write_stamps(cache_dir, fresh)
     return manifest
+
+
+def _write_stamps(cache_dir: Path, stamps: dict[str, list[int]]) -> None:
+    with atomic_path(cache_dir / STAMP) as tmp:
+        tmp.write_text(json.dumps(stamps))
 
 
 def write_cache(
@@ -113,12 +117,16 @@ def write_cache(
         if cache_dir.exists():
             shutil.rmtree(cache_dir)
         os.replace(tmp, cache_dir)
+        # just hashed: the first load need not hash again
+        _write_stamps(cache_dir, {name: _stat_key(cache_dir / name) for name in manifest["files"]})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
 
 
-def load_model(cache_dir: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, dict[str, Any]]:
+def load_model(
+    cache_dir: str | Path, device: str = "cpu"
+) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Load a verified cached model (eager attention, fp32, eval mode) and its manifest."""
     manifest = verify_cache(cache_dir)
     if manifest["format"] == "timm":

@@ -8,7 +8,8 @@ names (`backbone.<param>`); the exporter renamed the rest:
   the MatMul node that reads them (`/backbone/<module path>/MatMul`) and transposed;
 * the position embedding is split into its CLS row (`onnx::Concat_*`, read by
   `/backbone/embeddings/Concat_6`) and its 37x37 patch grid (`onnx::Reshape_*`, read by
-  `/backbone/embeddings/Reshape_1`), which are concatenated again;
+  `/backbone/embeddings/Reshape_1`), which are concatenated again (the graph resizes the grid to
+  16x16 with a cubic, half-pixel Resize, as Dinov2Model's bicubic interpolation does);
 * `embeddings.mask_token` is absent (unused at inference) and keeps its initial value.
 
 The backbone's final layernorm (`backbone.layernorm.*`) is part of the graph: the head reads its

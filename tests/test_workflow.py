@@ -1,0 +1,159 @@
+"""Integration: the whole DAG on config/smoke.yaml in a temporary directory, and CLI contracts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+from sinkscope import provenance
+from sinkscope.scorecard import NOT_RUN, REPLICATED, load_claims
+
+pytestmark = pytest.mark.integration
+SMOKE = REPO / "config" / "smoke.yaml"
+
+
+def snakemake(
+    workdir: Path, *args: str, config: Path = SMOKE, check: bool = True
+) -> tuple[int, str]:
+    """Run Snakemake on `workdir` with `config` merged over the default; return (code, output)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "2",
+        *args,
+        "--configfile",
+        str(config),
+    ]
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    output = done.stdout + done.stderr
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{output[-8000:]}")
+    return done.returncode, output
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("smoke")
+    snakemake(workdir)
+    return workdir
+
+
+def _outputs(workdir: Path) -> list[str]:
+    summary = snakemake(workdir, "--summary")[1]
+    rows = [line.split("\t") for line in summary.splitlines() if "\t" in line]
+    return [row[0] for row in rows[1:]]
+
+
+def test_every_target_exists_and_carries_provenance(smoke):
+    outputs = _outputs(smoke)
+    expected = {
+        "resources/models/tiny-llama/manifest.json",
+        "resources/models/tiny-vit/manifest.json",
+        "results/S1/sink_logit.parquet",
+        "results/S1/claims.json",
+        "figures/S1.png",
+        "figures/S1.pdf",
+        "results/scorecard.csv",
+        "results/scorecard.md",
+    }
+    assert expected <= set(outputs)
+    for output in outputs:
+        path = smoke / output
+        assert path.exists() and path.stat().st_size > 0, output
+        record = provenance.read(path)
+        assert record is not None, f"{output} carries no provenance"
+        assert {"rule", "params", "inputs", "code", "packages", "device", "wall_time_s"} <= set(
+            record
+        )
+        assert all(item["sha256"] for item in record["inputs"]), output
+
+
+def test_s1_numbers_are_printed_and_stored(smoke):
+    log = (smoke / "logs" / "S1.log").read_text()
+    assert "output norm 0.83" in log and "77 %" in log and "output norm 0.19" in log
+    claims = json.loads((smoke / "results" / "S1" / "claims.json").read_text())["claims"]
+    assert f"{claims['S1.norm_without_sink']['value']:.2f}" == "0.83"
+    assert f"{claims['S1.sink_share']['value']:.0f}" == "77"
+    assert f"{claims['S1.norm_with_sink']['value']:.2f}" == "0.19"
+
+
+def test_scorecard_has_a_row_per_claim(smoke):
+    card = pd.read_csv(smoke / "results" / "scorecard.csv")
+    assert len(card) == len(load_claims())
+    assert set(card[card.exhibit == "S1"].verdict) == {REPLICATED}
+    assert set(card[card.exhibit != "S1"].verdict) == {NOT_RUN}
+    assert (card.scale == "smoke").all()
+    assert "| S1 | S1.sink_share |" in (smoke / "results" / "scorecard.md").read_text()
+
+
+def test_model_caches_load(smoke):
+    from sinkscope.models import load_model
+
+    model, manifest = load_model(smoke / "resources" / "models" / "tiny-vit")
+    assert (
+        manifest["architecture"] == "Dinov2Model" and manifest["preprocessing"]["image_size"] == 32
+    )
+
+
+def test_rerun_does_nothing_and_one_figure_rebuilds_alone(smoke):
+    assert "Nothing to be done" in snakemake(smoke, "-n")[1]
+    (smoke / "figures" / "S1.png").unlink()
+    _, output = snakemake(smoke, "figures/S1.png")
+    assert (smoke / "figures" / "S1.png").exists()
+    assert "rule figure_s1" in output and "rule s1_sink_logit" not in output
+
+
+def test_audit_prints_the_chain(smoke):
+    done = subprocess.run(
+        [sys.executable, "-m", "sinkscope.cli", "audit", "figures/S1.png"],
+        cwd=smoke,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "made by rule figure_s1" in done.stdout and "made by rule s1_sink_logit" in done.stdout
+    assert "results/S1/sink_logit.parquet" in done.stdout and "[unchanged]" in done.stdout
+
+
+def test_html_report_shows_the_figures(smoke):
+    snakemake(smoke, "--report", "report.html")
+    html = (smoke / "report.html").read_text(errors="replace")
+    assert "S1.png" in html and "scorecard.csv" in html
+
+
+def test_paper_scale_dag_builds(tmp_path):
+    _, output = snakemake(tmp_path, "-n", config=REPO / "config" / "paper.yaml")
+    assert "rule materialise_model" in output
+    assert "resources/models/llama2-7b/manifest.json" in output
+
+
+def test_bad_config_fails_before_any_job_naming_the_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("devise: cpu\nexhibits:\n  S1:\n    seed: zero\n")
+    code, output = snakemake(tmp_path, config=bad, check=False)
+    assert code != 0
+    assert "unknown key(s) ['devise']" in output
+    assert "'exhibits.S1.seed' must be of type integer" in output
+    assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()
+
+
+def test_unknown_model_fails_listing_known_models(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: [smollm3]\n")
+    code, output = snakemake(tmp_path, "-n", config=bad, check=False)
+    assert code != 0
+    assert "'models' names 'smollm3'" in output and "smollm2-135m" in output
