@@ -157,3 +157,32 @@ def test_attention_entropy():
 def test_sink_class_accepts_tensors():
     labels = metrics.sink_class(torch.tensor([0.1, 0.9]), torch.tensor([1.0, 1.0]))
     assert isinstance(labels, np.ndarray) and labels.tolist() == ["NOP", "Broadcast"]
+
+
+def test_head_update_with_w_out_and_its_singular_values():
+    attn = torch.softmax(torch.randn(2, 3, 7, 7), -1)
+    values, w_out = torch.randn(2, 3, 7, 4), torch.randn(3, 4, 10)
+    update = metrics.head_update(attn, values, w_out)
+    direct = attn.double() @ (values.double() @ w_out.double())
+    assert torch.allclose(update, direct)
+    sigma = metrics.update_singular_values(metrics.head_update(attn, values), w_out)
+    assert torch.allclose(sigma, metrics.singular_values(direct)[..., :4])
+
+
+def test_projected_norms_equal_direct_projection():
+    values, w_out = torch.randn(2, 3, 7, 4), torch.randn(3, 4, 10)
+    direct = (values.double() @ w_out.double()).norm(dim=-1)
+    assert torch.allclose(metrics.projected_norms(values, w_out), direct)
+    sink = torch.zeros(2, 3, dtype=torch.long)
+    assert torch.allclose(
+        metrics.norm_ratio(direct, sink),
+        metrics.value_norm_ratio(values.double() @ w_out.double(), sink),
+    )
+
+
+def test_similarity_after_update_equals_the_direct_form():
+    hidden = torch.randn(2, 7, 10, dtype=torch.float64)
+    mixed, w_out = torch.randn(2, 3, 7, 4, dtype=torch.float64), torch.randn(3, 4, 10)
+    direct = metrics.token_similarity(hidden[:, None] + mixed @ w_out.double())
+    fast = metrics.similarity_after_update(hidden, mixed, w_out)
+    assert fast.shape == (2, 3) and torch.allclose(fast, direct)

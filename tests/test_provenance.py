@@ -128,3 +128,14 @@ def test_models_used_are_recorded(tmp_path):
     assert model == {
         k: manifest[k] for k in ("name", "source", "pin", "architecture", "weights_sha256")
     }
+
+
+def test_parquet_stream_appends_batches_and_stamps_on_close(record, tmp_path):
+    stream = provenance.ParquetStream(tmp_path / "s.parquet")
+    for start in (0, 2, 4):
+        stream.write(pd.DataFrame({"a": [start, start + 1], "b": [0.5, 1.5]}))
+    assert not (tmp_path / "s.parquet").exists()  # nothing counts as complete before close
+    stream.close(record)
+    assert pd.read_parquet(tmp_path / "s.parquet").a.tolist() == list(range(6))
+    assert provenance.read(tmp_path / "s.parquet") == record
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt", "s.parquet"]

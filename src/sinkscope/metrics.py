@@ -70,10 +70,21 @@ def first_token_alpha(attn: torch.Tensor, visible: torch.Tensor, key: int = 0) -
 
 def value_norm_ratio(values: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
     """||v_s|| / mean_{j != s} ||v_j|| for values (..., T, d) and sink index (...)."""
-    norms = values.norm(dim=-1)
+    return norm_ratio(values.norm(dim=-1), sink)
+
+
+def norm_ratio(norms: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """norms[s] / mean_{j != s} norms[j] for norms (..., T): the value-norm ratio from norms."""
     at_sink = norms.gather(-1, sink[..., None]).squeeze(-1)
     others = (norms.sum(-1) - at_sink) / (norms.shape[-1] - 1)
     return at_sink / others
+
+
+def projected_norms(values: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
+    """||W_O^h v_j|| for values (..., T, d_head) and w_out (..., d_head, d), via the Gram matrix."""
+    gram = w_out.to(torch.float64) @ w_out.to(torch.float64).transpose(-1, -2)
+    values = values.to(torch.float64)
+    return ((values @ gram) * values).sum(-1).clamp_min(0).sqrt()
 
 
 def singular_values(matrix: torch.Tensor) -> torch.Tensor:
@@ -93,9 +104,32 @@ def rank1_energy(sigma: torch.Tensor) -> torch.Tensor:
     return energy[..., 0] / energy.sum(-1).clamp_min(torch.finfo(energy.dtype).tiny)
 
 
-def head_update(attn: torch.Tensor, values_out: torch.Tensor) -> torch.Tensor:
-    """The head's update U = A (V W_O^h), in float64: (..., T, d)."""
-    return attn.to(torch.float64) @ values_out.to(torch.float64)
+def head_update(
+    attn: torch.Tensor, values: torch.Tensor, w_out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The head's update U = A (V W_O^h), returned in float64: (..., T, d).
+
+    With `w_out` (..., d_head, d), `values` are the head's v_j and U is formed as (A V) W_O^h
+    (the cheaper order); without it, `values` are already the projected u_j = W_O^h v_j.
+    The product A V is formed in the inputs' precision, everything after it in float64.
+    """
+    mixed = (attn @ values.to(attn.dtype)).to(torch.float64)
+    return mixed if w_out is None else mixed @ w_out.to(torch.float64)
+
+
+def update_singular_values(mixed: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
+    """Singular values of U = (A V) W_O^h from `mixed` = A V (..., T, d_head) and W_O^h, float64.
+
+    U has rank <= d_head, and U^T U shares its non-zero eigenvalues with the small symmetric
+    S M S, where M = (A V)^T (A V) and S = (W_O^h W_O^h^T)^(1/2) (d_head x d_head). The largest
+    singular values and the Frobenius norm are exact to float64 rounding; singular values far
+    below sigma_1 (under ~1e-7 sigma_1) are not resolved.
+    """
+    mixed, w_out = mixed.to(torch.float64), w_out.to(torch.float64)
+    eigen, basis = torch.linalg.eigh(w_out @ w_out.transpose(-1, -2))
+    root = basis @ (eigen.clamp_min(0).sqrt()[..., None] * basis.transpose(-1, -2))
+    small = root @ (mixed.transpose(-1, -2) @ mixed) @ root
+    return torch.linalg.eigvalsh(small).flip(-1).clamp_min(0).sqrt()
 
 
 def sink_class(ratio: ArrayLike, srank: ArrayLike) -> np.ndarray:
@@ -129,14 +163,35 @@ def cosine_to(hidden: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
 
 
 def token_similarity(hidden: torch.Tensor) -> torch.Tensor:
-    """Mean pairwise cosine similarity of distinct tokens; hidden (..., T, d)."""
-    unit = torch.nn.functional.normalize(hidden.to(torch.float64), dim=-1)
+    """Mean pairwise cosine similarity of distinct tokens; hidden (..., T, d), float32 or wider."""
+    unit = torch.nn.functional.normalize(
+        hidden.to(torch.promote_types(hidden.dtype, torch.float32)), dim=-1
+    )
     total = unit.sum(-2).pow(2).sum(-1)  # sum over all ordered pairs, self pairs included
     length = hidden.shape[-2]
     return (total - length) / (length * (length - 1))
 
 
+def similarity_after_update(
+    hidden: torch.Tensor, mixed: torch.Tensor, w_out: torch.Tensor
+) -> torch.Tensor:
+    """token_similarity(hidden + U) for every head at once, U = mixed @ w_out, never forming U.
+
+    hidden (B, T, d), mixed = A V (B, H, T, d_head), w_out (H, d_head, d). With
+    y_t = x_t + m_t W: ||y_t||^2 = ||x_t||^2 + 2 (x_t W^T) . m_t + m_t (W W^T) m_t^T, and
+    sum_t y_t / ||y_t|| = sum_t x_t / ||y_t|| + (sum_t m_t / ||y_t||) W. Returns (B, H).
+    """
+    dtype = torch.promote_types(hidden.dtype, torch.float32)
+    x, m, w = hidden.to(dtype), mixed.to(dtype), w_out.to(dtype)
+    projected = torch.einsum("btd,hkd->bhtk", x, w)  # x_t W^T
+    gram = w @ w.transpose(-1, -2)
+    squared = x.pow(2).sum(-1)[:, None] + 2 * (projected * m).sum(-1) + ((m @ gram) * m).sum(-1)
+    inverse = squared.clamp_min(torch.finfo(dtype).tiny).rsqrt()  # (B, H, T)
+    total = inverse @ x + ((inverse[..., None] * m).sum(-2)[..., None, :] @ w).squeeze(-2)
+    length = hidden.shape[-2]
+    return (total.pow(2).sum(-1) - length) / (length * (length - 1))
+
+
 def attention_entropy(attn: torch.Tensor) -> torch.Tensor:
     """Mean over queries of the entropy (nats) of each attention row: (...)."""
-    logs = torch.where(attn > 0, attn.log(), torch.zeros_like(attn))
-    return -(attn * logs).sum(-1).mean(-1)
+    return -torch.special.xlogy(attn, attn).sum(-1).mean(-1)

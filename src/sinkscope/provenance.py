@@ -186,6 +186,36 @@ def write_parquet(df: Any, path: str | Path, prov: dict[str, Any]) -> None:
         pq.write_table(table.replace_schema_metadata(metadata), tmp)
 
 
+class ParquetStream:
+    """A parquet table written batch by batch, so memory does not grow with the rows.
+
+    Rows go to a temporary file; `close(prov)` stamps the provenance record into the file's
+    metadata and renames it into place. A stream that is never closed leaves no output.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = self.path.with_name(f".{self.path.name}.part")
+        self.writer = None
+
+    def write(self, df: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.tmp, table.schema)
+        self.writer.write_table(table.cast(self.writer.schema))
+
+    def close(self, prov: dict[str, Any]) -> None:
+        if self.writer is None:
+            raise ValueError(f"no rows were written to {self.path}")
+        self.writer.add_key_value_metadata({KEY: json.dumps(prov)})
+        self.writer.close()
+        os.replace(self.tmp, self.path)
+
+
 def write_with_sidecar(text: str, path: str | Path, prov: dict[str, Any]) -> None:
     """Write a text file (CSV, Markdown) and its provenance sidecar `<path>.prov.json`."""
     write_json({"describes": Path(path).name}, f"{path}{SIDECAR_SUFFIX}", prov)
@@ -227,7 +257,7 @@ def read(path: str | Path) -> dict[str, Any] | None:
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        raw = (pq.read_schema(path).metadata or {}).get(KEY.encode())
+        raw = (pq.ParquetFile(path).metadata.metadata or {}).get(KEY.encode())
         return json.loads(raw) if raw else None
     if suffix == ".json":
         return json.loads(path.read_text()).get("provenance")

@@ -6,6 +6,9 @@ ENV = "../../envs/sinkscope.yaml"
 # claims file of each; every other exhibit of EXHIBITS.md is reported as not run.
 EXHIBITS = {
     "S1": ["results/S1/sink_logit.parquet", "figures/S1.png", "figures/S1.pdf"],
+    # --- diagnostics exhibits (issue 3) ---
+    # --- toys exhibits (issue 4) ---
+    # --- streaming exhibits (issue 5) ---
 }
 
 

@@ -18,3 +18,12 @@ rule figure_s1:
         ENV
     script:
         "../scripts/figure_s1.py"
+
+
+# --- diagnostics figures (issue 3) ---
+
+
+# --- toys figures (issue 4) ---
+
+
+# --- streaming figures (issue 5) ---

@@ -158,6 +158,7 @@ def materialise(
             "name": name,
             "description": entry.get("description", ""),
             "source": source,
+            "modality": entry["modality"],
             "pin": pin,
             "format": "timm" if source == "timm" else "transformers",
             "architecture": type(model).__name__,

@@ -1,0 +1,58 @@
+"""The inputs each model is analysed on: token windows for language models, images for ViTs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import images, text
+
+
+def model_inputs(
+    manifest: dict[str, Any], cache_dir: str | Path, data: dict[str, Any]
+) -> pd.DataFrame:
+    """One row per sample: `tokens` (text models) or raw RGB `pixels` (image models)."""
+    if manifest["modality"] == "text":
+        from ..models import load_tokenizer
+
+        settings = data["text"]
+        corpus = text.read_corpus(settings["corpus"])
+        windows, starts = text.token_windows(
+            corpus, load_tokenizer(cache_dir), settings["window"], settings["n_windows"],
+            settings["seed"],
+        )  # fmt: skip
+        return pd.DataFrame({"sample": np.arange(len(windows)), "start": starts,
+                             "tokens": list(windows)})  # fmt: skip
+    settings = data["images"]
+    size = manifest["preprocessing"]["image_size"]
+    if settings["source"] == "imagenet":
+        pictures = images.imagenet_val(settings["imagenet_val"], settings["n_images"], size,
+                                       settings["seed"])  # fmt: skip
+    else:
+        pictures = images.augmented_crops(images.bundled_photos(), settings["n_images"], size,
+                                          settings["seed"])  # fmt: skip
+    return pd.DataFrame({"sample": np.arange(len(pictures)), "size": size,
+                         "pixels": [p.tobytes() for p in pictures]})  # fmt: skip
+
+
+def batches(
+    table: pd.DataFrame, manifest: dict[str, Any], batch_size: int, device: str
+) -> Iterator[tuple[dict[str, torch.Tensor], np.ndarray]]:
+    """Model keyword inputs and sample ids, `batch_size` samples at a time."""
+    for start in range(0, len(table), batch_size):
+        chunk = table.iloc[start : start + batch_size]
+        if "tokens" in chunk:
+            inputs = {"input_ids": torch.tensor(np.stack(chunk.tokens.to_list()), device=device)}
+        else:
+            size = int(chunk["size"].iloc[0])
+            raw = np.stack(
+                [np.frombuffer(p, np.uint8).reshape(size, size, 3) for p in chunk.pixels]
+            )
+            prep = manifest["preprocessing"]
+            inputs = {"pixel_values": images.to_pixels(raw, prep["mean"], prep["std"]).to(device)}
+        yield inputs, chunk["sample"].to_numpy()

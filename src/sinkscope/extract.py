@@ -1,0 +1,253 @@
+"""Extraction: forward passes whose attention is reduced to fixed-size statistics on the fly.
+
+The model runs with the `sinkscope` attention implementation (registered in transformers'
+AttentionInterface): eager softmax attention that hands every layer's probabilities and values to
+the active `Extractor` before the output is formed. The extractor reduces them at once to
+per-(sample, layer, head) statistics (shared definitions in `sinkscope.metrics`), and the hidden
+state entering each layer to per-(sample, layer) statistics; only a few cropped attention maps
+are kept, for figures. Nothing of size T x T survives a batch, so memory does not grow with the
+number of samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+from . import metrics
+from .provenance import ParquetStream
+
+IMPLEMENTATION = "sinkscope"
+COS_BINS = np.linspace(-1.0, 1.0, 41)
+
+# The hook the attention function calls: (module, probs, values, visible) -> probs or None.
+_hook: Callable | None = None
+
+
+def _attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+               softcap=None, **kwargs):  # fmt: skip
+    """Eager attention (as transformers' eager_attention_forward), with the extraction hook."""
+    scaling = module.head_dim**-0.5 if scaling is None else scaling
+    groups = query.shape[1] // key.shape[1]
+    key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
+    scores = query @ key.transpose(-1, -2) * scaling
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    if attention_mask is not None:
+        scores = scores + attention_mask[..., : key.shape[-2]]
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    if _hook is not None:
+        visible = _visibility(attention_mask, probs)
+        probs = _hook(module, probs, value, visible)
+    probs = torch.nn.functional.dropout(probs, p=dropout, training=module.training)
+    return (probs @ value).transpose(1, 2).contiguous(), probs
+
+
+AttentionInterface.register(IMPLEMENTATION, _attention)
+AttentionMaskInterface.register(IMPLEMENTATION, eager_mask)
+
+
+def _visibility(attention_mask: torch.Tensor | None, probs: torch.Tensor) -> torch.Tensor:
+    """(B, 1, T, T) booleans: True where the query can see the key."""
+    if attention_mask is None:
+        return torch.ones(1, 1, *probs.shape[-2:], dtype=torch.bool, device=probs.device)
+    mask = attention_mask[..., : probs.shape[-1]]
+    if mask.dtype == torch.bool:
+        return mask
+    return mask > torch.finfo(mask.dtype).min / 2
+
+
+@dataclass
+class AttentionLayer:
+    """One attention layer: the module that takes its input, the attention module, W_O per head."""
+
+    index: int
+    layer: torch.nn.Module
+    attention: torch.nn.Module
+    w_out: torch.Tensor  # (H, d_head, d): u_j = v_j @ w_out[h], LayerScale included
+
+
+def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
+    """The attention layers of a transformers model (Llama-like decoders, BERT, DINOv2, GPT-2)."""
+    base = getattr(model, "base_model", model)
+    found = []
+    if hasattr(base, "layers"):  # Llama, Mistral, Gemma, Qwen: layer.self_attn.o_proj
+        for i, layer in enumerate(base.layers):
+            found.append((i, layer, layer.self_attn, layer.self_attn.o_proj.weight, None))
+    elif hasattr(base, "h"):  # GPT-2: Conv1D stores (in, out)
+        for i, block in enumerate(base.h):
+            found.append((i, block, block.attn, block.attn.c_proj.weight.T, None))
+    elif hasattr(base, "encoder") and hasattr(base.encoder, "layer"):
+        for i, layer in enumerate(base.encoder.layer):
+            if hasattr(layer.attention, "o_proj"):  # DINOv2, with LayerScale after W_O
+                scale = getattr(getattr(layer, "layer_scale1", None), "lambda1", None)
+                found.append((i, layer, layer.attention, layer.attention.o_proj.weight, scale))
+            else:  # BERT: the output projection sits beside the self-attention
+                found.append(
+                    (i, layer, layer.attention.self, layer.attention.output.dense.weight, None)
+                )
+    else:
+        raise NotImplementedError(f"no attention-layer adapter for {type(model).__name__}")
+    heads = model.config.num_attention_heads
+    layers = []
+    for index, layer, attention, weight, scale in found:
+        w_out = weight.detach().T.reshape(heads, -1, weight.shape[0]).to(torch.float64)
+        if scale is not None:
+            w_out = w_out * scale.detach().to(torch.float64)
+        layers.append(AttentionLayer(index, layer, attention, w_out))
+    return layers
+
+
+@contextmanager
+def hooked(model: torch.nn.Module, hook: Callable) -> Iterator[None]:
+    """Run `model` with the sinkscope attention, calling `hook` on every layer's attention."""
+    global _hook
+    previous = model.config._attn_implementation
+    model.set_attn_implementation(IMPLEMENTATION)
+    _hook = hook
+    try:
+        yield
+    finally:
+        _hook = None
+        model.set_attn_implementation(previous)
+
+
+class Extractor:
+    """Reduces attention and hidden states to statistics, batch by batch.
+
+    `run(inputs, sample_ids)` returns the per-(sample, layer, head) and per-(sample, layer)
+    rows of one batch; the histograms of cos(h_first, h_t) per layer and the attention maps of
+    the first `map_samples` samples (cropped to `map_tokens`) accumulate across batches.
+    """
+
+    def __init__(self, model: torch.nn.Module, map_tokens: int = 64, map_samples: int = 1):
+        self.model = model
+        self.layers = attention_layers(model)
+        self.by_module = {id(layer.attention): layer for layer in self.layers}
+        self.map_tokens, self.map_samples = map_tokens, map_samples
+        self.cos_counts = np.zeros((len(self.layers), len(COS_BINS) - 1), dtype=np.int64)
+        self.maps: list[dict] = []
+        self._hidden: dict[int, torch.Tensor] = {}
+        self._heads: list[pd.DataFrame] = []
+        self._layer_rows: list[pd.DataFrame] = []
+
+    def _layer_input(self, layer: AttentionLayer) -> Callable:
+        def pre_hook(module, args, kwargs):
+            hidden = args[0] if args else kwargs["hidden_states"]
+            self._hidden[layer.index] = hidden.detach()
+            self._layer_rows.append(self._layer_stats(layer.index, hidden.detach()))
+
+        return pre_hook
+
+    def _layer_stats(self, index: int, hidden: torch.Tensor) -> pd.DataFrame:
+        norms = hidden.double().norm(dim=-1)
+        first = torch.zeros(hidden.shape[0], dtype=torch.long, device=hidden.device)
+        cos = metrics.cosine_to(hidden, first)[:, 1:].cpu().numpy()
+        self.cos_counts[index] += np.histogram(cos.clip(-1, 1), COS_BINS)[0]
+        return pd.DataFrame({
+            "sample": self._samples, "layer": index,
+            "token_similarity": metrics.token_similarity(hidden).cpu().numpy(),
+            "first_cos_mean": cos.mean(-1), "first_cos_nonpositive": (cos <= 0).mean(-1),
+            "first_norm": norms[:, 0].cpu().numpy(),
+            "median_norm": norms.median(-1).values.cpu().numpy(),
+            "max_norm": norms.max(-1).values.cpu().numpy(),
+            "max_norm_position": norms.argmax(-1).cpu().numpy(),
+        })  # fmt: skip
+
+    def _attention_hook(self, module, probs, values, visible):
+        layer = self.by_module[id(module)]
+        self._heads.append(self._head_stats(layer, probs.detach(), values.detach(), visible))
+        self._keep_maps(layer.index, probs)
+        return probs
+
+    def _head_stats(self, layer, probs, values, visible) -> pd.DataFrame:
+        batch, heads, length, _ = probs.shape
+        mass = metrics.column_mass(probs, visible)
+        sink = mass.argmax(-1)
+        events = metrics.sink_events(probs, visible, sink)
+        w_out = layer.w_out.to(values.device)
+        mixed = metrics.head_update(probs, values)  # A V: (B, H, T, d_head)
+        sigma = metrics.update_singular_values(mixed, w_out)
+        hidden = self._hidden[layer.index]
+        before = metrics.token_similarity(hidden)
+        after = metrics.similarity_after_update(hidden, mixed, w_out)
+        norms = hidden.norm(dim=-1)
+        massive = norms.gather(-1, sink) / norms.median(-1).values[:, None]
+        columns = {
+            "sink": sink, "sink_mass": mass.gather(-1, sink[..., None]).squeeze(-1),
+            "first_mass": mass[..., 0], **{f"event_{k}": v for k, v in events.items()},
+            "ratio_head": metrics.value_norm_ratio(values, sink),
+            "ratio_out": metrics.norm_ratio(metrics.projected_norms(values, w_out), sink),
+            "srank": metrics.stable_rank(sigma), "rank1_energy": metrics.rank1_energy(sigma),
+            "sigma1": sigma[..., 0], "entropy": metrics.attention_entropy(probs),
+            "massive_activation": massive, "delta_similarity": after - before[:, None],
+        }  # fmt: skip
+        frame = {"sample": np.repeat(self._samples, heads), "layer": layer.index,
+                 "head": np.tile(np.arange(heads), batch)}  # fmt: skip
+        frame |= {name: value.reshape(-1).cpu().numpy() for name, value in columns.items()}
+        return pd.DataFrame(frame)
+
+    def _keep_maps(self, index: int, probs: torch.Tensor) -> None:
+        size = min(self.map_tokens, probs.shape[-1])
+        for row, sample in enumerate(self._samples):
+            if sample < self.map_samples:
+                for head in range(probs.shape[1]):
+                    crop = probs[row, head, :size, :size].float().cpu().numpy()
+                    self.maps.append({"sample": int(sample), "layer": index, "head": head,
+                                      "size": size, "weights": crop.reshape(-1)})  # fmt: skip
+
+    @torch.no_grad()
+    def run(self, inputs: dict, sample_ids: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Forward one batch; return its head rows and layer rows."""
+        self._samples = np.asarray(sample_ids)
+        handles = [
+            layer.layer.register_forward_pre_hook(self._layer_input(layer), with_kwargs=True)
+            for layer in self.layers
+        ]
+        try:
+            with hooked(self.model, self._attention_hook):
+                self.model.base_model(**inputs)
+        finally:
+            for handle in handles:
+                handle.remove()
+        heads = pd.concat(self._heads, ignore_index=True)
+        layers = pd.concat(self._layer_rows, ignore_index=True)
+        self._heads, self._layer_rows, self._hidden = [], [], {}
+        return heads, layers
+
+    def cosine_histogram(self) -> pd.DataFrame:
+        """Counts of cos(h_first, h_t), t > 0, per layer, over all samples so far."""
+        layers, bins = np.meshgrid(np.arange(len(self.layers)), np.arange(len(COS_BINS) - 1),
+                                   indexing="ij")  # fmt: skip
+        return pd.DataFrame({
+            "layer": layers.ravel(), "bin_low": COS_BINS[bins.ravel()],
+            "bin_high": COS_BINS[bins.ravel() + 1], "count": self.cos_counts.ravel(),
+        })  # fmt: skip
+
+
+def extract(
+    model: torch.nn.Module,
+    batches: Iterable[tuple[dict, np.ndarray]],
+    heads: ParquetStream,
+    layers: ParquetStream,
+    map_tokens: int,
+    map_samples: int,
+    total: int | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stream the head and layer statistics of all batches into `heads` and `layers` (left open
+    for the caller to close with provenance); return the cos(h_first, h_t) histograms and the
+    kept attention maps."""
+    extractor = Extractor(model, map_tokens, map_samples)
+    for inputs, samples in tqdm(batches, total=total, desc="extract", unit="batch"):
+        head_rows, layer_rows = extractor.run(inputs, samples)
+        heads.write(head_rows)
+        layers.write(layer_rows)
+    return extractor.cosine_histogram(), pd.DataFrame(extractor.maps)

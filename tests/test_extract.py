@@ -1,0 +1,171 @@
+"""The hooked statistics equal a direct recomputation from the model's own q, k, v."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import transformers
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+from sinkscope import metrics
+from sinkscope.extract import COS_BINS, Extractor, attention_layers
+
+COLUMNS = [
+    "sink",
+    "sink_mass",
+    "first_mass",
+    "ratio_head",
+    "ratio_out",
+    "srank",
+    "rank1_energy",
+    "entropy",
+    "massive_activation",
+    "delta_similarity",
+]
+
+
+def direct_stats(probs, values, w_out, hidden, visible) -> pd.DataFrame:
+    """The statistics of one layer from explicit tensors, every metric in its plain form."""
+    mass = metrics.column_mass(probs, visible)
+    sink = mass.argmax(-1)
+    outs = values.double() @ w_out.double()
+    update = probs.double() @ outs  # U = A (V W_O^h), formed explicitly
+    sigma = metrics.singular_values(update)
+    norms = hidden.double().norm(dim=-1)
+    columns = {
+        "sink": sink,
+        "sink_mass": mass.gather(-1, sink[..., None]).squeeze(-1),
+        "first_mass": mass[..., 0],
+        "ratio_head": metrics.value_norm_ratio(values, sink),
+        "ratio_out": metrics.value_norm_ratio(outs, sink),
+        "srank": metrics.stable_rank(sigma),
+        "rank1_energy": metrics.rank1_energy(sigma),
+        "entropy": metrics.attention_entropy(probs),
+        "massive_activation": norms.gather(-1, sink) / norms.median(-1).values[:, None],
+        "delta_similarity": metrics.token_similarity(hidden.double()[:, None] + update)
+        - metrics.token_similarity(hidden.double())[:, None],
+    }
+    return pd.DataFrame({k: v.reshape(-1).detach().numpy() for k, v in columns.items()})
+
+
+def compare(extracted: pd.DataFrame, direct: pd.DataFrame) -> None:
+    for column in COLUMNS:
+        got, want = extracted[column].to_numpy(float), direct[column].to_numpy(float)
+        diff = np.abs(got - want).max()
+        assert diff <= 1e-5, f"{column}: max abs diff {diff:.3g}"
+
+
+def test_grouped_kv_decoder_matches_direct_recomputation():
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 64, (2, 12))
+    heads, layers = Extractor(model).run({"input_ids": ids}, np.array([0, 1]))
+
+    index = 1
+    with torch.no_grad():
+        hidden = model.base_model(ids, output_hidden_states=True).hidden_states[index]
+        layer = model.base_model.layers[index]
+        attn = layer.self_attn
+        x = layer.input_layernorm(hidden)
+        shape = (2, 12, -1, attn.head_dim)
+        q = attn.q_proj(x).view(shape).transpose(1, 2)
+        k = attn.k_proj(x).view(shape).transpose(1, 2)
+        v = attn.v_proj(x).view(shape).transpose(1, 2)
+        cos, sin = model.base_model.rotary_emb(x, torch.arange(12)[None].expand(2, -1))
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        k, v = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
+        visible = metrics.causal_mask(12)
+        scores = (q @ k.transpose(-1, -2)) * attn.scaling
+        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        w_out = attn.o_proj.weight.T.reshape(4, attn.head_dim, 32)
+        direct = direct_stats(probs, v, w_out, hidden, visible)
+    compare(heads[heads.layer == index].reset_index(drop=True), direct)
+    first = layers[layers.layer == index]
+    want = metrics.token_similarity(hidden.double()).numpy()
+    assert np.abs(first.token_similarity.to_numpy() - want).max() <= 1e-6
+
+
+def test_vit_with_layerscale_matches_direct_recomputation():
+    config = transformers.Dinov2Config(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        patch_size=4,
+        image_size=16,
+        layerscale_value=0.5,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = transformers.Dinov2Model(config).eval()
+    pixels = torch.randn(2, 3, 16, 16)
+    heads, _ = Extractor(model).run({"pixel_values": pixels}, np.array([0, 1]))
+
+    index = 1
+    with torch.no_grad():
+        hidden = model(pixels, output_hidden_states=True).hidden_states[index]
+        layer = model.encoder.layer[index]
+        attn = layer.attention
+        x = layer.norm1(hidden)
+        length = hidden.shape[1]  # CLS + 16 patches
+        shape = (2, length, 4, 8)
+        q, k, v = (
+            proj(x).view(shape).transpose(1, 2) for proj in (attn.q_proj, attn.k_proj, attn.v_proj)
+        )
+        probs = ((q @ k.transpose(-1, -2)) * attn.scaling).softmax(-1)
+        scale = layer.layer_scale1.lambda1
+        w_out = attn.o_proj.weight.T.reshape(4, 8, 32) * scale
+        visible = torch.ones(length, length, dtype=torch.bool)
+        direct = direct_stats(probs, v, w_out, hidden, visible)
+    compare(heads[heads.layer == index].reset_index(drop=True), direct)
+
+
+def test_first_token_cosine_histogram_counts_every_other_token():
+    config = transformers.BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        attn_implementation="eager",
+    )
+    model = transformers.BertModel(config).eval()
+    extractor = Extractor(model)
+    assert len(attention_layers(model)) == 2
+    extractor.run({"input_ids": torch.randint(0, 50, (3, 9))}, np.array([0, 1, 2]))
+    histogram = extractor.cosine_histogram()
+    assert histogram.groupby("layer")["count"].sum().tolist() == [3 * 8, 3 * 8]
+    assert len(histogram) == 2 * (len(COS_BINS) - 1)
+
+
+def test_maps_kept_only_for_the_first_samples():
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    model = transformers.LlamaForCausalLM(config).eval()
+    extractor = Extractor(model, map_tokens=4, map_samples=1)
+    for start in (0, 2):
+        extractor.run({"input_ids": torch.randint(0, 64, (2, 6))}, np.array([start, start + 1]))
+    assert {m["sample"] for m in extractor.maps} == {0}
+    assert len(extractor.maps) == 2 * 2 and all(len(m["weights"]) == 16 for m in extractor.maps)
+
+
+def test_unknown_architecture_is_refused():
+    with pytest.raises(NotImplementedError, match="adapter"):
+        attention_layers(torch.nn.Linear(2, 2))
