@@ -22,7 +22,9 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/toys.smk"
-# --- further stages: extract, diagnostics (issue 3), streaming (issue 5) ---
+include: "workflow/rules/extract.smk"
+include: "workflow/rules/diagnostics.smk"
+# --- further stages: streaming (issue 5) ---
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/scorecard.smk"
 

@@ -10,7 +10,13 @@ import transformers
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from sinkscope import metrics
-from sinkscope.extract import COS_BINS, Extractor, attention_layers
+from sinkscope.extract import (
+    COS_BINS,
+    Extractor,
+    attention_layers,
+    qk_spectra,
+    uniform_intervention,
+)
 
 COLUMNS = [
     "sink",
@@ -169,3 +175,100 @@ def test_maps_kept_only_for_the_first_samples():
 def test_unknown_architecture_is_refused():
     with pytest.raises(NotImplementedError, match="adapter"):
         attention_layers(torch.nn.Linear(2, 2))
+
+
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48)
+VISION = dict(patch_size=4, image_size=16)
+
+
+@pytest.mark.parametrize(
+    ("build", "inputs"),
+    [
+        (
+            lambda: transformers.GPT2Model(
+                transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=50)
+            ),
+            "text",
+        ),
+        (
+            lambda: transformers.Gemma3ForCausalLM(
+                transformers.Gemma3TextConfig(
+                    vocab_size=50, num_key_value_heads=1, head_dim=8, sliding_window=4, **TINY
+                )
+            ),
+            "text",
+        ),
+        (
+            lambda: transformers.Dinov2WithRegistersModel(
+                transformers.Dinov2WithRegistersConfig(num_register_tokens=4, **TINY, **VISION)
+            ),
+            "image",
+        ),
+        (
+            lambda: transformers.CLIPVisionModel(transformers.CLIPVisionConfig(**TINY, **VISION)),
+            "image",
+        ),
+    ],
+)
+def test_adapters_cover_the_paper_scale_architectures(build, inputs):
+    torch.manual_seed(0)
+    model = build().eval()
+    batch = (
+        {"input_ids": torch.randint(0, 50, (2, 10))}
+        if inputs == "text"
+        else {"pixel_values": torch.randn(2, 3, 16, 16)}
+    )
+    heads, layers = Extractor(model).run(batch, np.array([0, 1]))
+    assert len(heads) == 2 * 2 * 4 and len(layers) == 2 * 2
+    assert np.isfinite(heads[COLUMNS].to_numpy(float)).all()
+
+
+def test_qk_spectra_of_grouped_heads_match_the_weights():
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    table = qk_spectra(model)
+    attn = model.base_model.layers[0].self_attn
+    head = 3  # query head 3 reads key head 1
+    w_q = attn.q_proj.weight[head * 8 : (head + 1) * 8].T
+    w_k = attn.k_proj.weight[8:16].T
+    sigma = torch.linalg.svdvals((w_q @ w_k.T).double())
+    row = table[(table.layer == 0) & (table["head"] == head)].iloc[0]
+    assert row.sigma1 == pytest.approx(sigma[0].item())
+    assert row.spectral_peak == pytest.approx((sigma[0] / sigma[1]).item())
+
+
+def test_uniform_intervention_changes_only_the_chosen_heads():
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    batch = [({"input_ids": torch.randint(0, 64, (2, 10))}, np.array([0, 1]))]
+    none = uniform_intervention(model, batch, {})
+    pivot = none.pivot_table(
+        index=["sample", "layer"], columns="condition", values="token_similarity"
+    )
+    assert np.allclose(pivot.original, pivot.uniform)  # no heads chosen: nothing changes
+    some = uniform_intervention(model, batch, {1: [0, 2]})
+    pivot = some.pivot_table(
+        index=["sample", "layer"], columns="condition", values="token_similarity"
+    )
+    assert np.allclose(
+        pivot.loc[(slice(None), 1), "original"], pivot.loc[(slice(None), 1), "uniform"]
+    )
+    assert not np.allclose(
+        pivot.loc[(slice(None), 2), "original"], pivot.loc[(slice(None), 2), "uniform"]
+    )

@@ -175,8 +175,17 @@ def test_an_interrupted_materialisation_leaves_nothing_complete(
     assert not list(cache.parent.iterdir())  # no temporary folder left behind either
 
 
-@pytest.mark.parametrize("name", ["gpt2", "dinov2-s-reg"])
+TIMM_ENTRY = {
+    "source": "timm",
+    "modality": "image",
+    "revision": "main",
+    "name": "vit_small_patch14_reg4_dinov2.lvd142m",
+}
+
+
+@pytest.mark.parametrize("name", ["gpt2", "dinov2-s-reg", "timm-vit"])
 def test_hub_model_offline_fails_with_instructions(tmp_path, default_config, monkeypatch, name):
+    default_config["registry"]["timm-vit"] = TIMM_ENTRY
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     import importlib

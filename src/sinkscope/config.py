@@ -77,6 +77,12 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> None:
             for name in config["models"]
             if name not in registry
         ]
+    claim_models = ((config.get("diagnostics") or {}).get("claim_models") or {}).items()
+    problems += [
+        f"'diagnostics.claim_models.{kind}' is {name!r}, which is not in 'models'"
+        for kind, name in claim_models
+        if isinstance(config.get("models"), list) and name not in config["models"]
+    ]
     if problems:
         raise ConfigError(
             f"invalid configuration ({len(problems)} problem(s)):\n  - " + "\n  - ".join(problems)

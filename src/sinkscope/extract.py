@@ -74,9 +74,26 @@ class AttentionLayer:
     attention: torch.nn.Module
     w_out: torch.Tensor  # (H, d_head, d): u_j = v_j @ w_out[h], LayerScale included
 
+    def qk_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """W_Q^h and W_K^h, (H, d, d_head) each (a grouped key head serves several queries)."""
+        attention = self.attention
+        if hasattr(attention, "c_attn"):  # GPT-2: Conv1D (d, 3d) holding q, k, v
+            w_q, w_k, _ = attention.c_attn.weight.detach().split(attention.embed_dim, dim=1)
+        else:
+            names = ("q_proj", "k_proj") if hasattr(attention, "q_proj") else ("query", "key")
+            w_q, w_k = (getattr(attention, n).weight.detach().T for n in names)
+        heads = self.w_out.shape[0]
+        w_q = w_q.reshape(w_q.shape[0], heads, -1).transpose(0, 1)
+        w_k = w_k.reshape(w_k.shape[0], -1, w_q.shape[-1]).transpose(0, 1)
+        return w_q, w_k.repeat_interleave(heads // w_k.shape[0], 0)
+
 
 def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
-    """The attention layers of a transformers model (Llama-like decoders, BERT, DINOv2, GPT-2)."""
+    """The attention layers of a transformers model.
+
+    Llama-like decoders (Llama, Mistral, Gemma, Qwen), GPT-2, BERT, DINOv2 (with or without
+    registers) and the CLIP vision tower.
+    """
     base = getattr(model, "base_model", model)
     found = []
     if hasattr(base, "layers"):  # Llama, Mistral, Gemma, Qwen: layer.self_attn.o_proj
@@ -85,6 +102,9 @@ def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
     elif hasattr(base, "h"):  # GPT-2: Conv1D stores (in, out)
         for i, block in enumerate(base.h):
             found.append((i, block, block.attn, block.attn.c_proj.weight.T, None))
+    elif hasattr(base, "encoder") and hasattr(base.encoder, "layers"):  # CLIP vision tower
+        for i, layer in enumerate(base.encoder.layers):
+            found.append((i, layer, layer.self_attn, layer.self_attn.out_proj.weight, None))
     elif hasattr(base, "encoder") and hasattr(base.encoder, "layer"):
         for i, layer in enumerate(base.encoder.layer):
             if hasattr(layer.attention, "o_proj"):  # DINOv2, with LayerScale after W_O
@@ -251,3 +271,59 @@ def extract(
         heads.write(head_rows)
         layers.write(layer_rows)
     return extractor.cosine_histogram(), pd.DataFrame(extractor.maps)
+
+
+def qk_spectra(model: torch.nn.Module, top: int = 8) -> pd.DataFrame:
+    """Singular values of W_Q^h W_K^h^T for every head, from the weights (float64)."""
+    rows = []
+    for layer in attention_layers(model):
+        sigma = metrics.qk_spectrum(*layer.qk_weights())[:, :top]
+        peak = metrics.spectral_peak(sigma)
+        for head in range(sigma.shape[0]):
+            rows.append(
+                {
+                    "layer": layer.index,
+                    "head": head,
+                    "spectral_peak": peak[head].item(),
+                    **{f"sigma{k + 1}": v for k, v in enumerate(sigma[head].tolist())},
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def uniform_intervention(
+    model: torch.nn.Module,
+    batches: Iterable[tuple[dict, np.ndarray]],
+    sink_heads: dict[int, list[int]],
+) -> pd.DataFrame:
+    """Token similarity per layer with the attention of `sink_heads` ({layer: [heads]}) as is
+    and replaced by uniform attention over the visible keys (layer L = the final output)."""
+    layers = {id(layer.attention): layer.index for layer in attention_layers(model)}
+
+    def uniform(module, probs, values, visible):
+        heads = sink_heads.get(layers[id(module)], [])
+        if heads:
+            flat = visible.expand(probs.shape[0], 1, *probs.shape[-2:]).to(probs.dtype)
+            probs = probs.clone()
+            probs[:, heads] = flat / flat.sum(-1, keepdim=True)
+        return probs
+
+    rows = []
+    for inputs, samples in batches:
+        for condition, hook in (("original", lambda m, p, v, s: p), ("uniform", uniform)):
+            with hooked(model, hook):
+                states = model.base_model(**inputs, output_hidden_states=True).hidden_states
+            for index, hidden in enumerate(states[1:]):  # entering layer 1..L-1, then output
+                for sample, value in zip(
+                    samples, metrics.token_similarity(hidden).tolist(), strict=True
+                ):
+                    rows.append(
+                        {
+                            "sample": int(sample),
+                            "layer": index + 1,
+                            "condition": condition,
+                            "token_similarity": value,
+                        }
+                    )
+    return pd.DataFrame(rows)

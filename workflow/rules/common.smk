@@ -2,11 +2,30 @@
 
 ENV = "../../envs/sinkscope.yaml"
 
+def models_of(modality=None, registers=False):
+    """The models of this scale, optionally only those of a modality or with registers."""
+    return [m for m in config["models"]
+            if modality in (None, config["registry"][m]["modality"])
+            and (not registers or config["registry"][m].get("registers", 0) > 0)]
+
+
+# The diagnostics exhibits, their tables, and the models each runs on (U6: register models only,
+# so it is not run at a scale without one).
+DIAGNOSTICS_TABLES = {"S2": ["table"], "U3": ["table"], "U4": ["table"],
+                      "U5": ["table", "counts"], "U6": ["table", "counts"], "U7": ["table"],
+                      "D1": ["table", "histogram"], "D3": ["table", "intervention"]}
+DIAGNOSTICS_MODELS = {"S2": models_of("text"), "D1": models_of("text"), "D3": models_of("text"),
+                      "U6": models_of(registers=True),
+                      **{e: models_of() for e in ("U3", "U4", "U5", "U7")}}
+DIAGNOSTICS = [e for e, models in DIAGNOSTICS_MODELS.items() if models]
+
 # Exhibits implemented so far and the files each one produces. The scorecard reads the
 # claims file of each; every other exhibit of EXHIBITS.md is reported as not run.
 EXHIBITS = {
     "S1": ["results/S1/sink_logit.parquet", "figures/S1.png", "figures/S1.pdf"],
     # --- diagnostics exhibits (issue 3) ---
+    **{exhibit: [f"results/{exhibit}/{name}.parquet" for name in DIAGNOSTICS_TABLES[exhibit]]
+       + [f"figures/{exhibit}.png", f"figures/{exhibit}.pdf"] for exhibit in DIAGNOSTICS},
     # --- toys exhibits (issue 4) ---
     # --- streaming exhibits (issue 5) ---
 }

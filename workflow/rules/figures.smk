@@ -21,6 +21,29 @@ rule figure_s1:
 
 
 # --- diagnostics figures (issue 3) ---
+for exhibit in DIAGNOSTICS:
+
+    rule:
+        name:
+            f"figure_{exhibit}"
+        input:
+            **{name: f"results/{exhibit}/{name}.parquet" for name in DIAGNOSTICS_TABLES[exhibit]},
+        output:
+            png=report(f"figures/{exhibit}.png", caption=f"../report/{exhibit}.rst",
+                       category="Diagnostics", labels={"exhibit": exhibit}),
+            pdf=f"figures/{exhibit}.pdf",
+        params:
+            exhibit=exhibit,
+            scale=config["scale"],
+        log:
+            f"logs/figures/{exhibit}.log",
+        resources:
+            mem_mb=2000,
+            runtime=5,
+        conda:
+            ENV
+        script:
+            "../scripts/figure_diagnostics.py"
 
 
 # --- toys figures (issue 4) ---

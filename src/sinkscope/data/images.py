@@ -12,9 +12,18 @@ import numpy as np
 import torch
 from PIL import Image
 
-SKIMAGE_PHOTOS = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycle_left.png",
-                  "motorcycle_right.png", "camera.png", "coins.png", "retina.jpg",
-                  "hubble_deep_field.jpg")  # fmt: skip
+SKIMAGE_PHOTOS = (
+    "astronaut.png",
+    "chelsea.png",
+    "coffee.png",
+    "rocket.jpg",
+    "motorcycle_left.png",
+    "motorcycle_right.png",
+    "camera.png",
+    "coins.png",
+    "retina.jpg",
+    "hubble_deep_field.jpg",
+)
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png"}
 
 

@@ -21,23 +21,35 @@ def model_inputs(
         from ..models import load_tokenizer
 
         settings = data["text"]
-        corpus = text.read_corpus(settings["corpus"])
+        has_tokenizer = any(name.startswith("tokenizer") for name in manifest["files"])
+        tokenizer = load_tokenizer(cache_dir) if has_tokenizer else None
         windows, starts = text.token_windows(
-            corpus, load_tokenizer(cache_dir), settings["window"], settings["n_windows"],
+            text.corpus_text(settings),
+            tokenizer,
+            settings["window"],
+            settings["n_windows"],
             settings["seed"],
-        )  # fmt: skip
-        return pd.DataFrame({"sample": np.arange(len(windows)), "start": starts,
-                             "tokens": list(windows)})  # fmt: skip
+        )
+        return pd.DataFrame(
+            {"sample": np.arange(len(windows)), "start": starts, "tokens": list(windows)}
+        )
     settings = data["images"]
     size = manifest["preprocessing"]["image_size"]
     if settings["source"] == "imagenet":
-        pictures = images.imagenet_val(settings["imagenet_val"], settings["n_images"], size,
-                                       settings["seed"])  # fmt: skip
+        pictures = images.imagenet_val(
+            settings["imagenet_val"], settings["n_images"], size, settings["seed"]
+        )
     else:
-        pictures = images.augmented_crops(images.bundled_photos(), settings["n_images"], size,
-                                          settings["seed"])  # fmt: skip
-    return pd.DataFrame({"sample": np.arange(len(pictures)), "size": size,
-                         "pixels": [p.tobytes() for p in pictures]})  # fmt: skip
+        pictures = images.augmented_crops(
+            images.bundled_photos(), settings["n_images"], size, settings["seed"]
+        )
+    return pd.DataFrame(
+        {
+            "sample": np.arange(len(pictures)),
+            "size": size,
+            "pixels": [p.tobytes() for p in pictures],
+        }
+    )
 
 
 def batches(

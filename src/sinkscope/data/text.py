@@ -17,6 +17,23 @@ def read_corpus(path: str | Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def hub_text(repo: str, revision: str, filename: str, column: str) -> str:
+    """The text column of a parquet file of a hub dataset (e.g. wikitext), joined by newlines."""
+    import pandas as pd
+
+    from ..models.sources import hub_dataset_file
+
+    table = pd.read_parquet(hub_dataset_file(repo, revision, filename), columns=[column])
+    return "\n".join(table[column].astype(str))
+
+
+def corpus_text(settings: dict) -> str:
+    """The corpus named by the `data.text` settings."""
+    if settings["source"] == "hub":
+        return hub_text(**settings["hub"])
+    return read_corpus(settings["file"])
+
+
 def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
     """The ids a tokenizer puts before and after a text ([bos], [CLS] ... [SEP], or nothing)."""
     probe = "a b c"
@@ -37,11 +54,16 @@ def token_windows(
 
     Each window is what the model's tokenizer would give for a text span: its special tokens
     (e.g. Gemma's <bos>, BERT's [CLS] ... [SEP]) around `length - n_special` corpus tokens.
+    A model without a tokenizer (the random test models) reads UTF-8 bytes as token ids.
     Returns the token ids (n_windows, length) and each window's start in the token stream.
     """
-    prefix, suffix = special_tokens(tokenizer)
+    if tokenizer is None:
+        prefix, suffix = [], []
+        stream = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+    else:
+        prefix, suffix = special_tokens(tokenizer)
+        stream = np.asarray(tokenizer(text, add_special_tokens=False).input_ids, dtype=np.int64)
     body = length - len(prefix) - len(suffix)
-    stream = np.asarray(tokenizer(text, add_special_tokens=False).input_ids, dtype=np.int64)
     if body < 1 or len(stream) < body:
         raise ValueError(f"cannot cut {length}-token windows from a {len(stream)}-token corpus")
     starts = np.sort(np.random.default_rng(seed).choice(len(stream) - body + 1, n_windows, False))

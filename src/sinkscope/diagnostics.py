@@ -1,0 +1,133 @@
+"""Diagnostics: table work on the extraction output (sink events, classes, counts, exhibits).
+
+Inputs are the per-(sample, layer, head) `heads` table and per-(sample, layer) `layers` table
+of `sinkscope.extract`. Layer 0 is kept in the tables but left out of event counts from
+`first_counted_layer` on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import metrics
+
+BANDS = ("early", "middle", "deep")
+
+
+def depth_band(layer: pd.Series, n_layers: int) -> pd.Series:
+    """Thirds of the depth: early, middle, deep."""
+    return pd.Series(
+        np.asarray(BANDS)[np.minimum(3 * layer.to_numpy() // n_layers, 2)], index=layer.index
+    )
+
+
+def sink_location(position: pd.Series, registers: int) -> pd.Series:
+    """Where a sink sits: the first token (BOS / CLS), a register, or another token."""
+    labels = np.where(position == 0, "first", np.where(position <= registers, "register", "other"))
+    return pd.Series(labels, index=position.index)
+
+
+def events(heads: pd.DataFrame, first_counted_layer: int, registers: int) -> pd.DataFrame:
+    """The counted sink events (relaxed rule), with class, location and depth band."""
+    n_layers = int(heads.layer.max()) + 1
+    found = heads[heads.event_relaxed & (heads.layer >= first_counted_layer)].copy()
+    found["sink_class"] = metrics.sink_class(found.ratio_out, found.srank)
+    found["location"] = sink_location(found.sink, registers)
+    found["band"] = depth_band(found.layer, n_layers)
+    return found
+
+
+def first_token_share(heads: pd.DataFrame) -> pd.DataFrame:
+    """S2: mean attention share of the first token (alpha) and sink rate per (layer, head)."""
+    grouped = heads.groupby(["layer", "head"])
+    return pd.DataFrame(
+        {
+            "first_share": grouped.first_mass.mean(),
+            "sink_rate": grouped.first_mass.apply(
+                lambda a: 100 * (a > metrics.SINK_RATE_EPS).mean()
+            ),
+        }
+    ).reset_index()
+
+
+def layer_transitions(heads: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
+    """U3: per layer, the share of sink events on each location, and the events per input."""
+    n_inputs = heads["sample"].nunique()
+    counts = found.groupby(["layer", "location"]).size().unstack(fill_value=0)
+    counts = counts.reindex(range(int(heads.layer.max()) + 1), fill_value=0)
+    counts = counts.reindex(columns=["first", "register", "other"], fill_value=0)
+    share = counts.div(counts.sum(axis=1).replace(0, np.nan), axis=0).add_prefix("share_")
+    table = pd.concat([share, (counts.sum(axis=1) / n_inputs).rename("events_per_input")], axis=1)
+    return table.rename_axis("layer").reset_index()
+
+
+def head_specialization(heads: pd.DataFrame) -> pd.DataFrame:
+    """U4: per (layer, head), the % of inputs with a sink event (relaxed and strict rules)."""
+    flags = [c for c in heads.columns if c.startswith("event_")]
+    table = heads.groupby(["layer", "head"])[flags].mean().mul(100)
+    return table.rename(columns=lambda c: c.replace("event_", "pct_")).reset_index()
+
+
+def regime_counts(found: pd.DataFrame) -> pd.DataFrame:
+    """U5: sink events per class and depth band."""
+    counts = found.groupby(["band", "sink_class"]).size().unstack(fill_value=0)
+    counts = counts.reindex(index=list(BANDS), columns=["NOP", "Broadcast", "other"], fill_value=0)
+    return counts.rename_axis(index="band", columns=None).reset_index()
+
+
+def mechanism(heads: pd.DataFrame, qk: pd.DataFrame, min_rate: float) -> pd.DataFrame:
+    """U7: per (layer, head), sink head or not, QK spectral peak and massive activation."""
+    table = heads.groupby(["layer", "head"]).agg(
+        event_rate=("event_relaxed", "mean"), massive_activation=("massive_activation", "median")
+    )
+    table = table.join(qk.set_index(["layer", "head"])[["spectral_peak"]]).reset_index()
+    table["sink_head"] = table.event_rate >= min_rate
+    return table
+
+
+def first_cosine(layers: pd.DataFrame) -> pd.DataFrame:
+    """D1: per layer, the mean cos(h_first, h_t) and the share of tokens with cos <= 0."""
+    grouped = layers.groupby("layer")
+    return pd.DataFrame(
+        {
+            "mean_cos": grouped.first_cos_mean.mean(),
+            "nonpositive_share": grouped.first_cos_nonpositive.mean(),
+        }
+    ).reset_index()
+
+
+def density_vs_similarity(heads: pd.DataFrame) -> pd.DataFrame:
+    """D3: per (layer, head), mean attention entropy and the mean change of token similarity."""
+    return (
+        heads.groupby(["layer", "head"])
+        .agg(
+            entropy=("entropy", "mean"),
+            delta_similarity=("delta_similarity", "mean"),
+            event_rate=("event_relaxed", "mean"),
+        )
+        .reset_index()
+    )
+
+
+def sink_heads(heads: pd.DataFrame, first_counted_layer: int, min_rate: float) -> dict:
+    """{layer: [heads]} with a sink event on at least `min_rate` of the inputs."""
+    rates = (
+        heads[heads.layer >= first_counted_layer].groupby(["layer", "head"]).event_relaxed.mean()
+    )
+    chosen = rates[rates >= min_rate].reset_index()
+    return {
+        int(layer): group["head"].astype(int).tolist() for layer, group in chosen.groupby("layer")
+    }
+
+
+def intervention_rise(similarity: pd.DataFrame) -> pd.DataFrame:
+    """D3: per layer, token similarity with sink heads as they are, made uniform, and the rise."""
+    table = similarity.pivot_table(index="layer", columns="condition", values="token_similarity")
+    table["rise"] = table["uniform"] - table["original"]
+    return table.rename_axis(columns=None).reset_index()
+
+
+def spearman(x: pd.Series, y: pd.Series) -> float:
+    """Spearman rank correlation."""
+    return float(np.corrcoef(x.rank(), y.rank())[0, 1])
