@@ -74,6 +74,10 @@ class AttentionLayer:
     attention: torch.nn.Module
     w_out: torch.Tensor  # (H, d_head, d): u_j = v_j @ w_out[h], LayerScale included
 
+    def __post_init__(self):
+        self.gram = metrics.output_gram(self.w_out)
+        self.root = metrics.gram_root(self.gram)
+
     def qk_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """W_Q^h and W_K^h, (H, d, d_head) each (a grouped key head serves several queries)."""
         attention = self.attention
@@ -194,8 +198,8 @@ class Extractor:
         sink = mass.argmax(-1)
         events = metrics.sink_events(probs, visible, sink)
         w_out = layer.w_out.to(values.device)
-        mixed = metrics.head_update(probs, values)  # A V: (B, H, T, d_head)
-        sigma = metrics.update_singular_values(mixed, w_out)
+        mixed = probs @ values  # A V: (B, H, T, d_head), in the model's precision
+        sigma = metrics.update_singular_values(mixed, layer.root.to(values.device))
         hidden = self._hidden[layer.index]
         before = metrics.token_similarity(hidden)
         after = metrics.similarity_after_update(hidden, mixed, w_out)
@@ -205,7 +209,9 @@ class Extractor:
             "sink": sink, "sink_mass": mass.gather(-1, sink[..., None]).squeeze(-1),
             "first_mass": mass[..., 0], **{f"event_{k}": v for k, v in events.items()},
             "ratio_head": metrics.value_norm_ratio(values, sink),
-            "ratio_out": metrics.norm_ratio(metrics.projected_norms(values, w_out), sink),
+            "ratio_out": metrics.norm_ratio(
+                metrics.projected_norms(values, layer.gram.to(values.device)), sink
+            ),
             "srank": metrics.stable_rank(sigma), "rank1_energy": metrics.rank1_energy(sigma),
             "sigma1": sigma[..., 0], "entropy": metrics.attention_entropy(probs),
             "massive_activation": massive, "delta_similarity": after - before[:, None],

@@ -80,11 +80,23 @@ def norm_ratio(norms: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
     return at_sink / others
 
 
-def projected_norms(values: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
-    """||W_O^h v_j|| for values (..., T, d_head) and w_out (..., d_head, d), via the Gram matrix."""
-    gram = w_out.to(torch.float64) @ w_out.to(torch.float64).transpose(-1, -2)
-    values = values.to(torch.float64)
-    return ((values @ gram) * values).sum(-1).clamp_min(0).sqrt()
+def output_gram(w_out: torch.Tensor) -> torch.Tensor:
+    """W_O^h W_O^h^T (..., d_head, d_head) in float64, for w_out (..., d_head, d)."""
+    w_out = w_out.to(torch.float64)
+    return w_out @ w_out.transpose(-1, -2)
+
+
+def gram_root(gram: torch.Tensor) -> torch.Tensor:
+    """The symmetric square root of a positive semi-definite Gram matrix."""
+    eigen, basis = torch.linalg.eigh(gram)
+    return basis @ (eigen.clamp_min(0).sqrt()[..., None] * basis.transpose(-1, -2))
+
+
+def projected_norms(values: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
+    """||W_O^h v_j|| for values (..., T, d_head), given gram = output_gram(W_O^h)."""
+    dtype = torch.promote_types(values.dtype, torch.float32)
+    values = values.to(dtype)
+    return ((values @ gram.to(dtype)) * values).sum(-1).clamp_min(0).sqrt()
 
 
 def singular_values(matrix: torch.Tensor) -> torch.Tensor:
@@ -117,18 +129,17 @@ def head_update(
     return mixed if w_out is None else mixed @ w_out.to(torch.float64)
 
 
-def update_singular_values(mixed: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
-    """Singular values of U = (A V) W_O^h from `mixed` = A V (..., T, d_head) and W_O^h, float64.
+def update_singular_values(mixed: torch.Tensor, root: torch.Tensor) -> torch.Tensor:
+    """Singular values of U = (A V) W_O^h, float64, from `mixed` = A V (..., T, d_head) and
+    `root` = gram_root(output_gram(W_O^h)).
 
     U has rank <= d_head, and U^T U shares its non-zero eigenvalues with the small symmetric
     S M S, where M = (A V)^T (A V) and S = (W_O^h W_O^h^T)^(1/2) (d_head x d_head). The largest
-    singular values and the Frobenius norm are exact to float64 rounding; singular values far
-    below sigma_1 (under ~1e-7 sigma_1) are not resolved.
+    singular values and the Frobenius norm are exact to rounding; singular values far below
+    sigma_1 (under ~1e-6 sigma_1) are not resolved.
     """
-    mixed, w_out = mixed.to(torch.float64), w_out.to(torch.float64)
-    eigen, basis = torch.linalg.eigh(w_out @ w_out.transpose(-1, -2))
-    root = basis @ (eigen.clamp_min(0).sqrt()[..., None] * basis.transpose(-1, -2))
-    small = root @ (mixed.transpose(-1, -2) @ mixed) @ root
+    gram = mixed.transpose(-1, -2) @ mixed  # formed in the inputs' precision
+    small = root @ gram.to(torch.float64) @ root
     return torch.linalg.eigvalsh(small).flip(-1).clamp_min(0).sqrt()
 
 

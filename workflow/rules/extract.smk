@@ -56,7 +56,6 @@ rule extract:
     resources:
         mem_mb=lambda w: config["registry"][w.model].get("mem_mb", 4000) + 2000,
         runtime=120,
-        gpu=lambda w: int(config["device"] != "cpu"),
     conda:
         ENV
     script:
@@ -96,7 +95,6 @@ rule intervention:
     resources:
         mem_mb=lambda w: config["registry"][w.model].get("mem_mb", 4000) + 2000,
         runtime=60,
-        gpu=lambda w: int(config["device"] != "cpu"),
     conda:
         ENV
     script:

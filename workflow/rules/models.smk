@@ -12,7 +12,7 @@ rule materialise_model:
     output:
         "resources/models/{model}/manifest.json",
     params:
-        entry=lambda w: config["registry"][w.model],
+        entry=lambda w: {k: v for k, v in config["registry"][w.model].items() if k != "mem_mb"},
         fetch=config["fetch"],
     log:
         "logs/models/{model}.log",

@@ -62,7 +62,9 @@ def token_windows(
         stream = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
     else:
         prefix, suffix = special_tokens(tokenizer)
-        stream = np.asarray(tokenizer(text, add_special_tokens=False).input_ids, dtype=np.int64)
+        stream = np.asarray(
+            tokenizer(text, add_special_tokens=False, verbose=False).input_ids, dtype=np.int64
+        )
     body = length - len(prefix) - len(suffix)
     if body < 1 or len(stream) < body:
         raise ValueError(f"cannot cut {length}-token windows from a {len(stream)}-token corpus")
