@@ -97,7 +97,8 @@ def test_regime_counts_and_mechanism():
     qk = pd.DataFrame(
         {"layer": [0, 0, 1, 1, 2, 2], "head": [0, 1] * 3, "spectral_peak": [1, 1, 1, 1, 9, 1]}
     )
-    table = dx.mechanism(heads, qk, min_rate=0.5)
+    assert dx.mechanism(heads, qk, min_rate=0.5, first_counted_layer=3).empty
+    table = dx.mechanism(heads, qk, min_rate=0.5, first_counted_layer=1)
     assert table[table.sink_head][["layer", "head"]].values.tolist() == [[2, 0]]
     claims = exhibits.claims("U7", {"table": table.assign(model="m")}, "m")
     assert claims["U7.qk_peak_sink_heads"][0] is True

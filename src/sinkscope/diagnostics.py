@@ -76,9 +76,13 @@ def regime_counts(found: pd.DataFrame) -> pd.DataFrame:
     return counts.rename_axis(index="band", columns=None).reset_index()
 
 
-def mechanism(heads: pd.DataFrame, qk: pd.DataFrame, min_rate: float) -> pd.DataFrame:
-    """U7: per (layer, head), sink head or not, QK spectral peak and massive activation."""
-    table = heads.groupby(["layer", "head"]).agg(
+def mechanism(
+    heads: pd.DataFrame, qk: pd.DataFrame, min_rate: float, first_counted_layer: int
+) -> pd.DataFrame:
+    """U7: per (layer, head) from `first_counted_layer` on, sink head or not (a sink event on at
+    least `min_rate` of the inputs), QK spectral peak and massive activation."""
+    counted = heads[heads.layer >= first_counted_layer]
+    table = counted.groupby(["layer", "head"]).agg(
         event_rate=("event_relaxed", "mean"), massive_activation=("massive_activation", "median")
     )
     table = table.join(qk.set_index(["layer", "head"])[["spectral_peak"]]).reset_index()

@@ -60,7 +60,7 @@ def tables(exhibit: str, models: dict[str, dict[str, Any]], settings: dict) -> d
     if exhibit == "U7":
         return {
             "table": _stack(
-                {m: dx.mechanism(d["heads"], d["qk"], min_rate) for m, d in models.items()}
+                {m: dx.mechanism(d["heads"], d["qk"], min_rate, first) for m, d in models.items()}
             )
         }
     if exhibit == "D1":
