@@ -25,6 +25,7 @@ include: "workflow/rules/toys.smk"
 include: "workflow/rules/extract.smk"
 include: "workflow/rules/diagnostics.smk"
 # --- further stages: streaming (issue 5) ---
+include: "workflow/rules/streaming.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/scorecard.smk"
 

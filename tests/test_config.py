@@ -34,7 +34,7 @@ def test_unknown_top_level_key_names_it_and_the_allowed_keys(default_config):
     default_config["devise"] = "cpu"
     message = _error(default_config)
     assert "unknown key(s) ['devise']" in message
-    assert "allowed keys: ['device', 'exhibits', 'fetch', 'models', 'registry', 'scale']" in message
+    assert "allowed keys: ['data', 'device', 'diagnostics', 'exhibits', 'extract', " in message
 
 
 def test_bad_enum_value_lists_allowed_values(default_config):

@@ -31,6 +31,7 @@ from sinkscope.scorecard import (
         ({"kind": "at_least", "value": 100}, 99.9, False),
         ({"kind": "rel_close", "value": 0.888, "rtol": 0.2}, 0.72, True),
         ({"kind": "rel_close", "value": 0.888, "rtol": 0.2}, 0.70, False),
+        ({"kind": "rel_close", "value": 0.1397, "rtol": 0.5}, 0.238, False),  # relative to paper
         ({"kind": "abs_close", "value": 1.5, "atol": 0.15}, 1.36, True),
         ({"kind": "abs_close", "value": 1.5, "atol": 0.15}, 1.3, False),
         ({"kind": "holds"}, True, True),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ def judge(check: dict[str, Any], measured: float | bool) -> bool:
     if kind == "at_least":
         return measured >= value
     if kind == "rel_close":
-        return math.isclose(measured, value, rel_tol=check["rtol"], abs_tol=0.0)
+        return abs(measured - value) <= check["rtol"] * abs(value)
     if kind == "abs_close":
         return abs(measured - value) <= check["atol"]
     raise ValueError(f"unknown check kind {kind!r}")

@@ -27,7 +27,24 @@ EXHIBITS = {
     **{exhibit: [f"results/{exhibit}/{name}.parquet" for name in DIAGNOSTICS_TABLES[exhibit]]
        + [f"figures/{exhibit}.png", f"figures/{exhibit}.pdf"] for exhibit in DIAGNOSTICS},
     # --- toys exhibits (issue 4) ---
+    **{exhibit: [f"results/{exhibit}/{name}.parquet" for name in names]
+       + [f"figures/{exhibit}.png", f"figures/{exhibit}.pdf"] for exhibit, names in {
+        "U1": ["summary", "curves", "attention", "profile"],
+        "U2": ["layers", "curves"],
+        "D2": ["similarity"],
+        "D4": ["seeds", "curves"],
+        "D5": ["runs", "curves"],
+        "D6": ["norms", "slopes"],
+    }.items()},
     # --- streaming exhibits (issue 5) ---
+    **{exhibit: tables + [f"figures/{exhibit}.png", f"figures/{exhibit}.pdf"] for exhibit, tables in {
+        "S3": ["results/S3/ppl.parquet", "results/S3/curve.parquet"],
+        "S4": ["results/S4/ppl.parquet"],
+        "S5": ["results/S5/latency.parquet", "results/S5/summary.parquet"],
+        "S6": ["results/S6/ppl.parquet", "results/S6/history.parquet"],
+        "S7": ["results/S7/attention.parquet"],
+        "S9": ["results/S9/cost.parquet", "results/S9/measured.parquet"],
+    }.items()},
 }
 
 

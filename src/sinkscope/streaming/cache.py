@@ -1,0 +1,197 @@
+"""A bounded KV cache under a policy, for any Hugging Face causal LM (transformers 5).
+
+`StreamingLM(model, policy)` feeds a stream one token at a time. Its cache keeps the keys
+before RoPE and re-applies RoPE by cache position at every step (positions by cache order);
+after each step it evicts what the policy drops, so memory stays bounded however long the
+stream. The model is called through its ordinary forward with two hooks of the Cache API:
+the `cache` object (whose `update` stores the new key and returns the keys at their cache
+positions) and a prepared 4-D attention mask (one per layer type, so Gemma-3's own
+sliding-window layers keep their window, measured in cache order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .policies import Policy
+from .rope import Rotary
+
+
+def layer_windows(model: torch.nn.Module) -> tuple[list[int | None], list[str] | None]:
+    """Each layer's own sliding window (None: full attention) and the layer types, if any."""
+    config = model.config.get_text_config()
+    n_layers = config.num_hidden_layers
+    window = getattr(config, "sliding_window", None)
+    if not getattr(config, "use_sliding_window", True):
+        window = None
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types:
+        windows = [window if kind == "sliding_attention" else None for kind in layer_types]
+        return windows, list(layer_types)
+    return [window] * n_layers, None
+
+
+def additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean (queries, keys) visibility as the additive (1, 1, q, k) mask of eager attention."""
+    mask = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
+    return mask.masked_fill(~visible, torch.finfo(dtype).min)[None, None]
+
+
+def mask_argument(
+    visible_by_window: dict[int | None, torch.Tensor],
+    windows: list[int | None],
+    layer_types: list[str] | None,
+    dtype: torch.dtype,
+):
+    """The `attention_mask` argument: one 4-D mask, or a mask per layer type (Gemma-3)."""
+    if layer_types is None:
+        return additive(visible_by_window[windows[0]], dtype)
+    return {
+        kind: additive(visible_by_window[window], dtype)
+        for kind, window in dict(zip(layer_types, windows, strict=True)).items()
+    }
+
+
+@dataclass
+class KVStore:
+    """Keys (before RoPE) and values of the stored tokens, per layer, with their stream indices."""
+
+    n_layers: int
+    index: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    keys: list[torch.Tensor | None] = field(default_factory=list)
+    values: list[torch.Tensor | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.keys = [None] * self.n_layers
+        self.values = [None] * self.n_layers
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> None:
+        old_k, old_v = self.keys[layer], self.values[layer]
+        self.keys[layer] = keys if old_k is None else torch.cat((old_k, keys), dim=2)
+        self.values[layer] = values if old_v is None else torch.cat((old_v, values), dim=2)
+
+    def keep(self, keep: torch.Tensor) -> None:
+        """Keep only the stored tokens where the boolean `keep` (one per token) is true."""
+        if bool(keep.all()):
+            return
+        self.index = self.index[keep]
+        where = keep.nonzero().squeeze(1).to(self.keys[0].device)
+        self.keys = [k.index_select(2, where) for k in self.keys]
+        self.values = [v.index_select(2, where) for v in self.values]
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)
+
+
+class _StepCache:
+    """The `cache` of one forward of a single new token at cache position m - 1."""
+
+    def __init__(self, store: KVStore, rotary: Rotary, m: int):
+        self.store, self.rotary, self.m = store, rotary, m
+        self.positions = torch.arange(m)
+
+    def update(self, keys: torch.Tensor, values: torch.Tensor, layer: int, *args, **kwargs):
+        pre = self.rotary.shift(keys, layer, torch.tensor([-(self.m - 1)]))
+        self.store.append(layer, pre, values)
+        return self.rotary.shift(self.store.keys[layer], layer, self.positions), self.store.values[
+            layer
+        ]
+
+    def get_seq_length(self, layer: int = 0) -> int:
+        return self.m - 1
+
+
+class _PrefillCache:
+    """The `cache` of one causal pass over the first tokens, at positions 0, 1, ..."""
+
+    def __init__(self, store: KVStore, rotary: Rotary, n: int):
+        self.store, self.rotary, self.positions = store, rotary, torch.arange(n)
+
+    def update(self, keys: torch.Tensor, values: torch.Tensor, layer: int, *args, **kwargs):
+        self.store.append(layer, self.rotary.shift(keys, layer, -self.positions), values)
+        return keys, values
+
+    def get_seq_length(self, layer: int = 0) -> int:
+        return 0
+
+
+class StreamingLM:
+    """Feed a token stream to a causal LM under a KV-cache policy; memory stays bounded.
+
+    >>> lm = StreamingLM(model, parse("4+1020"))
+    >>> for token in stream: logits = lm.step(token)
+    """
+
+    def __init__(self, model: torch.nn.Module, policy: Policy):
+        self.model, self.policy = model, policy
+        self.rotary = Rotary.of(model)
+        self.windows, self.layer_types = layer_windows(model)
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.store = KVStore(len(self.windows))
+        self.recent: list[int] = []  # the token ids of the re-computation window
+        self.t = 0
+
+    @torch.no_grad()
+    def prefill(self, ids: torch.Tensor) -> torch.Tensor:
+        """Feed the first tokens (at most the cache) in one pass; their logits (n, vocab)."""
+        n = len(ids)
+        if self.t or (self.policy.size is not None and n > self.policy.size):
+            raise ValueError("prefill takes the first tokens of a stream, at most the cache size")
+        self.t = n
+        if self.policy.kind == "recompute":
+            self.recent = ids.tolist()
+            return self.model(input_ids=ids[None].to(self.device), use_cache=False).logits[0]
+        distance = torch.arange(n, device=self.device)[:, None] - torch.arange(
+            n, device=self.device
+        )
+        visible = {w: (distance >= 0) & (distance < w if w else True) for w in set(self.windows)}
+        logits = self.model(
+            input_ids=ids[None].to(self.device),
+            position_ids=torch.arange(n, device=self.device)[None],
+            attention_mask=mask_argument(visible, self.windows, self.layer_types, self.dtype),
+            cache=_PrefillCache(self.store, self.rotary, n),
+            use_cache=True,
+        ).logits[0]
+        self.store.index = torch.arange(n)
+        return logits
+
+    @torch.no_grad()
+    def step(self, token: int) -> torch.Tensor:
+        """The next-token logits (vocab,) after feeding `token` at stream index `self.t`."""
+        t, self.t = self.t, self.t + 1
+        if self.policy.kind == "recompute":
+            self.recent = [*self.recent, token][-self.policy.size :]
+            ids = torch.tensor([self.recent], device=self.device)
+            return self.model(input_ids=ids, use_cache=False).logits[0, -1]
+        kept = torch.tensor(self.policy.kept(t))
+        if len(self.store):
+            self.store.keep(torch.isin(self.store.index, kept))
+        if not torch.equal(torch.cat((self.store.index, torch.tensor([t]))), kept):
+            raise RuntimeError(f"the cache does not hold what {self.policy.name} keeps at {t}")
+        m = len(kept)
+        distance = (m - 1) - torch.arange(m, device=self.device)
+        visible = {w: (distance < w if w else distance >= 0)[None] for w in set(self.windows)}
+        mask = mask_argument(visible, self.windows, self.layer_types, self.dtype)
+        cache = _StepCache(self.store, self.rotary, m)
+        logits = self.model(
+            input_ids=torch.tensor([[token]], device=self.device),
+            position_ids=torch.tensor([[m - 1]], device=self.device),
+            attention_mask=mask,
+            cache=cache,
+            use_cache=True,
+        ).logits[0, -1]
+        self.store.index = kept
+        return logits
+
+    def cache_tokens(self) -> int:
+        """How many tokens the cache holds (the re-computation window for `recompute`)."""
+        return len(self.recent) if self.policy.kind == "recompute" else len(self.store)
+
+    def cache_bytes(self) -> int:
+        return self.store.nbytes()

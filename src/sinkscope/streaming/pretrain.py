@@ -1,0 +1,177 @@
+"""Small causal LMs pretrained from scratch with four attention-sink variants (S6, S7).
+
+All variants are the same byte-level Llama (RoPE, pre-norm) with the same data, steps and seeds:
+- `vanilla`: ordinary softmax attention;
+- `zero_sink`: softmax with an extra logit fixed at 0 ("softmax + 1"), dropped after it;
+- `sink_token`: a learnable token (id 256) prepended to every training sample;
+- `learned_sink`: gpt-oss attention, a learned logit per head appended to the softmax and
+  dropped after it.
+Tokens are UTF-8 bytes (ids 0-255); id 256 is the sink token, in every variant's vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.llama.modeling_llama import repeat_kv
+
+VARIANTS = ("vanilla", "zero_sink", "sink_token", "learned_sink")
+SINK_TOKEN = 256
+ATTENTION = "sinkscope_sink_logit"
+
+
+def sink_logit_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eager attention with an optional per-head sink logit (`module.sink_logit`, shape heads).
+
+    The sink logit joins the softmax as one more key and is dropped after it: it carries no
+    value, so the weights on the real keys sum to less than one.
+    """
+    keys = repeat_kv(key, module.num_key_value_groups)
+    values = repeat_kv(value, module.num_key_value_groups)
+    scores = torch.matmul(query, keys.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    sink = getattr(module, "sink_logit", None)
+    if sink is not None:
+        column = sink.view(1, -1, 1, 1).expand(*scores.shape[:-1], 1).to(scores.dtype)
+        scores = torch.cat((scores, column), dim=-1)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    if sink is not None:
+        weights = weights[..., :-1]
+    weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, values).transpose(1, 2).contiguous(), weights
+
+
+ALL_ATTENTION_FUNCTIONS.register(ATTENTION, sink_logit_attention)
+ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["eager"])
+
+
+def build_model(variant: str, arch: dict[str, int], seed: int) -> LlamaForCausalLM:
+    """The small LM of a variant, initialised from `seed` (same weights for every variant)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+    config = LlamaConfig(
+        vocab_size=SINK_TOKEN + 1,
+        hidden_size=arch["d_model"],
+        intermediate_size=4 * arch["d_model"],
+        num_hidden_layers=arch["n_layers"],
+        num_attention_heads=arch["n_heads"],
+        num_key_value_heads=arch["n_heads"],
+        max_position_embeddings=arch["context"],
+        tie_word_embeddings=True,
+        attn_implementation=ATTENTION,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    for layer in model.model.layers:
+        attention = layer.self_attn
+        if variant == "zero_sink":
+            attention.register_buffer("sink_logit", torch.zeros(arch["n_heads"]))
+        elif variant == "learned_sink":
+            attention.sink_logit = torch.nn.Parameter(torch.zeros(arch["n_heads"]))
+    return model
+
+
+def corpus_bytes(text: str, held_out: float) -> tuple[np.ndarray, np.ndarray]:
+    """The corpus as byte ids, split into a training part and a held-out tail."""
+    data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+    cut = int(len(data) * (1 - held_out))
+    return data[:cut], data[cut:]
+
+
+def train(
+    variant: str,
+    train_ids: np.ndarray,
+    arch: dict[str, int],
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seeds: dict[str, int],
+) -> tuple[LlamaForCausalLM, list[dict[str, float]]]:
+    """Train one variant: AdamW, linear warm-up then cosine decay; returns the model and losses."""
+    model = build_model(variant, arch, seeds["init"])
+    model.train()
+    context = arch["context"]
+    body = context - 1 if variant == "sink_token" else context
+    rng = np.random.default_rng(seeds["data"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1, betas=(0.9, 0.95))
+    warmup = max(1, steps // 20)
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    history = []
+    for step in tqdm(range(steps), desc=f"train {variant}", leave=False):
+        starts = rng.integers(0, len(train_ids) - body, batch_size)
+        batch = torch.from_numpy(np.stack([train_ids[s : s + body] for s in starts]))
+        if variant == "sink_token":
+            batch = torch.cat((torch.full((batch_size, 1), SINK_TOKEN), batch), dim=1)
+        labels = batch.clone()
+        if variant == "sink_token":
+            labels[:, 0] = -100
+        loss = model(input_ids=batch, labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        history.append({"step": step, "loss": loss.item()})
+    return model.eval(), history
+
+
+def save(model: LlamaForCausalLM, variant: str, arch: dict[str, int], path, prov: dict) -> None:
+    """A checkpoint (variant, architecture, state dict), atomically, with a provenance sidecar."""
+    from ..provenance import SIDECAR_SUFFIX, atomic_path, write_json
+
+    write_json({"describes": Path(path).name}, f"{path}{SIDECAR_SUFFIX}", prov)
+    with atomic_path(path) as tmp:
+        torch.save({"variant": variant, "arch": arch, "state": model.state_dict()}, tmp)
+
+
+def load(path) -> tuple[LlamaForCausalLM, str]:
+    """A model saved by `save`, in eval mode, and its variant."""
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model = build_model(checkpoint["variant"], checkpoint["arch"], seed=0)
+    model.load_state_dict(checkpoint["state"])
+    return model.eval(), checkpoint["variant"]
+
+
+@torch.no_grad()
+def first_token_mass(model: LlamaForCausalLM, windows: torch.Tensor) -> list[dict[str, float]]:
+    """Per layer: mean attention of queries i >= 1 on the first key, and on the sink logit."""
+    from ..metrics import causal_mask, first_token_alpha
+
+    out = model(input_ids=windows, output_attentions=True)
+    visible = causal_mask(windows.shape[1])
+    rows = []
+    for layer, attn in enumerate(out.attentions):
+        first = first_token_alpha(attn, visible)  # (batch, heads)
+        spare = 1 - attn.sum(-1)[..., 1:].mean(-1)  # weight left on the sink logit
+        rows.append(
+            {
+                "layer": layer,
+                "first_token_mass": float(first.mean()),
+                "sink_logit_mass": float(spare.mean()),
+            }
+        )
+    return rows

@@ -1,0 +1,1 @@
+"""Small transformers trained on the synthetic tasks of seeds U and D (toys stage)."""

@@ -1,0 +1,233 @@
+"""Streaming KV-cache policies: RoPE re-rotation, kept positions, bounded memory, and the fast
+evaluation equal to the token-by-token loop for every policy and model family."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from conftest import REPO
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+from sinkscope.streaming import Policy, StreamingLM, nll_fast, nll_loop, parse
+from sinkscope.streaming.rope import Rotary, rotate
+
+TOL = 1e-4
+
+
+def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=256,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        attn_implementation="eager",
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def tiny_gemma() -> Gemma3ForCausalLM:
+    """Gemma-3 layout: two sliding-window layers (window 12, own RoPE base) and a global one."""
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(
+        vocab_size=256,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=12,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        attn_implementation="eager",
+    )
+    return Gemma3ForCausalLM(config).eval()
+
+
+def tiny_gpt2() -> GPT2LMHeadModel:
+    """No RoPE: learned absolute positions."""
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=256,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        n_positions=256,
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation="eager",
+    )
+    return GPT2LMHeadModel(config).eval()
+
+
+def stream(n: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, 256, (n,), generator=torch.Generator().manual_seed(seed))
+
+
+# --- RoPE ---------------------------------------------------------------------------------
+
+
+def test_rerotation_equals_direct_rotation():
+    model = tiny_llama()
+    rope = LlamaRotaryEmbedding(model.config)
+    keys = torch.randn(1, 2, 6, 8, generator=torch.Generator().manual_seed(0))
+    old = torch.tensor([0, 3, 17, 40, 99, 1000])
+    new = torch.tensor([5, 0, 2, 41, 7, 3])
+
+    def direct(pos):
+        cos, sin = rope(keys, pos[None])
+        return apply_rotary_pos_emb(keys, keys, cos, sin)[1]
+
+    rotary = Rotary.of(model)
+    moved = rotary.shift(direct(old), 0, new - old)
+    assert torch.allclose(moved, direct(new), atol=1e-5)
+    back = rotary.shift(direct(old), 0, -old)  # before RoPE
+    assert torch.allclose(back, keys, atol=1e-5)
+
+
+def test_rotation_composes_and_reads_each_layers_frequencies():
+    gemma = tiny_gemma()
+    rotary = Rotary.of(gemma)
+    assert not torch.equal(rotary.inv_freqs[0], rotary.inv_freqs[2])  # local vs global base
+    x = torch.randn(1, 1, 4, 16)
+    inv = rotary.inv_freqs[0]
+    a, b = torch.tensor([3, 5, 7, 9]), torch.tensor([-2, 11, 0, 4])
+    assert torch.allclose(rotate(rotate(x, a, inv), b, inv), rotate(x, a + b, inv), atol=1e-5)
+    assert not Rotary.of(tiny_gpt2())
+
+
+# --- policies -------------------------------------------------------------------------------
+
+
+def test_kept_positions_property():
+    """Over random (n, k, W): what each policy keeps after n steps, straight from its definition."""
+    rng = random.Random(0)
+    for _ in range(500):
+        size = rng.randint(2, 40)
+        k = rng.randint(0, size - 1)
+        n = rng.randint(1, 200)
+        t = n - 1
+        kept = Policy("cache", size, k).kept(t)
+        sinks = list(range(min(k, t)))
+        recent = [j for j in range(t + 1) if j not in sinks][-(size - len(sinks)) :]
+        assert kept == sinks + recent
+        assert len(kept) == min(n, size) and kept[-1] == t and kept == sorted(set(kept))
+        assert Policy("recompute", size).kept(t) == list(range(max(0, n - size), n))
+        assert Policy("full").kept(t) == list(range(n))
+
+
+def test_streaming_cache_holds_what_the_policy_keeps():
+    model = tiny_llama()
+    rng = random.Random(1)
+    ids = stream(60)
+    for _ in range(6):
+        size = rng.randint(3, 12)
+        policy = Policy("cache", size, rng.randint(0, size - 1))
+        lm = StreamingLM(model, policy)
+        n = rng.randint(1, 60)
+        for token in ids[:n].tolist():
+            lm.step(token)
+        assert lm.store.index.tolist() == policy.kept(n - 1)
+
+
+def test_parse_names():
+    for name in ("full", "0+1024", "4+1020", "recompute 1024"):
+        assert parse(name).name == name
+    with pytest.raises(ValueError):
+        Policy("cache", 4, 4)
+
+
+def test_sinks_window_equals_full_while_the_stream_fits():
+    model = tiny_llama()
+    ids = stream(30)
+    full = nll_loop(model, ids, Policy("full"))
+    assert torch.equal(nll_loop(model, ids, Policy("cache", 32, 4)), full)
+    sinks_fast = nll_fast(model, ids, Policy("cache", 32, 4), chunk=7)  # sinks re-rotated
+    assert (sinks_fast - nll_fast(model, ids, Policy("full"), chunk=7)).abs().max() <= 1e-5
+    assert (nll_fast(model, ids, Policy("full")) - full).abs().max() <= TOL
+
+
+def test_long_stream_runs_in_constant_memory():
+    model = tiny_gemma()
+    lm = StreamingLM(model, Policy("cache", 16, 4))
+    tokens, nbytes = [], []
+    for token in stream(5 * 16).tolist():
+        lm.step(token)
+        tokens.append(lm.cache_tokens())
+        nbytes.append(lm.cache_bytes())
+    assert max(tokens) == 16 and set(tokens[15:]) == {16}
+    assert len(set(nbytes[15:])) == 1
+
+
+def test_prefill_equals_stepping():
+    model = tiny_gemma()
+    ids = stream(40)
+    policy = Policy("cache", 20, 4)
+    lm = StreamingLM(model, policy)
+    prefill = torch.nn.functional.cross_entropy(
+        lm.prefill(ids[:20])[:-1], ids[1:20], reduction="none"
+    )
+    stepped = [
+        torch.nn.functional.cross_entropy(lm.step(int(ids[t]))[None], ids[t + 1 : t + 2])
+        for t in range(20, 39)
+    ]
+    ref = nll_loop(model, ids, policy)
+    assert (prefill.double() - ref[:19]).abs().max() <= TOL
+    assert (torch.stack(stepped).double() - ref[20:]).abs().max() <= TOL
+
+
+# --- fast evaluation == token-by-token loop ---------------------------------------------------
+
+POLICIES = ["full", "0+24", "1+23", "4+20", "8+24", "recompute 24"]
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma", "gpt2", "learned_sink", "zero_sink"])
+def test_fast_equals_loop(family):
+    from sinkscope.streaming.pretrain import build_model
+
+    arch = {"d_model": 32, "n_layers": 2, "n_heads": 4, "context": 64}
+    models = {
+        "llama": tiny_llama,
+        "gemma": tiny_gemma,
+        "gpt2": tiny_gpt2,
+        "learned_sink": lambda: build_model("learned_sink", arch, 0).eval(),
+        "zero_sink": lambda: build_model("zero_sink", arch, 0).eval(),
+    }
+    model = models[family]()
+    if family == "learned_sink":
+        for layer in model.model.layers:
+            torch.nn.init.normal_(layer.self_attn.sink_logit, std=2.0)
+    ids = stream(200 if family == "llama" else 100)
+    for name in POLICIES if family == "llama" else POLICIES[:4]:
+        loop = nll_loop(model, ids, parse(name))
+        fast = nll_fast(model, ids, parse(name), chunk=50)
+        assert (loop - fast).abs().max() <= TOL, name
+
+
+SMOLLM = REPO / "resources" / "models" / "smollm2-135m"
+
+
+@pytest.mark.skipif(not (SMOLLM / "manifest.json").exists(), reason="SmolLM2 cache not built")
+def test_fast_equals_loop_on_smollm2():
+    """A real model: 120 tokens, cache 32, StreamingLLM."""
+    from sinkscope.data.text import read_corpus
+    from sinkscope.models import load_model, load_tokenizer
+    from sinkscope.streaming.text import text_tokens
+
+    model, _ = load_model(SMOLLM)
+    ids = text_tokens(read_corpus(REPO / "data" / "austen.txt.xz"), load_tokenizer(SMOLLM), 120)
+    loop = nll_loop(model, ids, parse("4+28"))
+    assert (loop - nll_fast(model, ids, parse("4+28"), chunk=50)).abs().max() <= TOL

@@ -1,0 +1,168 @@
+"""Toys stage: the toy transformer, its training loop and the task generators."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sinkscope import metrics
+from sinkscope.exhibits.u1 import intervention
+from sinkscope.toys.model import ToyConfig, build
+from sinkscope.toys.tasks import BroadcastTask, NopTask, SwitchTask
+from sinkscope.toys.train import Seeds, TrainConfig, fit, train
+
+SMALL = ToyConfig(width=8, layers=2, heads=2, max_len=6, bos=True, pos_emb=True, mlp=True)
+
+
+def _x(batch: int = 3, length: int = 6, width: int = 8, seed: int = 0) -> torch.Tensor:
+    return torch.randn(batch, length, width, generator=torch.Generator().manual_seed(seed))
+
+
+def test_attention_rows_sum_to_one_and_are_causal():
+    model = build(SMALL, seed=0)
+    _, records = model(_x(), record=True)
+    assert len(records) == 2
+    for rec in records:
+        attn = rec["attn"]
+        assert attn.shape == (3, 2, 7, 7)  # the BOS adds a position
+        torch.testing.assert_close(attn.sum(-1), torch.ones(3, 2, 7))
+        assert (attn.triu(1) == 0).all()
+
+
+def test_later_tokens_do_not_change_earlier_outputs():
+    model = build(SMALL, seed=0)
+    x = _x()
+    changed = x.clone()
+    changed[:, 4:] += 5.0
+    out, _ = model(x)
+    out_changed, _ = model(changed)
+    torch.testing.assert_close(out[:, :4], out_changed[:, :4])
+    assert not torch.allclose(out[:, 4:], out_changed[:, 4:])
+
+
+def test_bidirectional_model_sees_every_token():
+    cfg = ToyConfig(width=8, layers=1, heads=1, max_len=6, bos=False, causal=False)
+    _, records = build(cfg, seed=0)(_x(), record=True)
+    assert (records[0]["attn"] > 0).all()
+
+
+def test_hooks_add_up_to_the_attention_output():
+    """Sum over heads of the per-head update A V W_O is the attention block's output."""
+    cfg = ToyConfig(width=8, layers=1, heads=2, max_len=6, bos=True)
+    model = build(cfg, seed=1)
+    x = _x()
+    out, records = model(x, record=True)
+    rec = records[0]
+    residual = rec["hidden"][:, 1:] + rec["update"].sum(1)[:, 1:].float()
+    torch.testing.assert_close(out, residual, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        rec["values_out"], rec["values"] @ model.blocks[0].attn.per_head()["o"]
+    )
+    sigma = metrics.qk_spectrum(*(model.blocks[0].attn.per_head()[k] for k in "qk"))
+    assert sigma.shape == (2, 8)
+
+
+def test_init_seed_fixes_the_parameters():
+    a, b, c = build(SMALL, 0), build(SMALL, 0), build(SMALL, 1)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    assert not torch.equal(a.bos, c.bos)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda g: NopTask(8, 6, 0.0, 0.3, g),
+        lambda g: BroadcastTask(8, 6, 1.0, g),
+        lambda g: SwitchTask(8, 6, 0.5, "hard", g),
+        lambda g: SwitchTask(8, 6, 0.5, "soft", g),
+    ],
+)
+def test_task_generators_are_deterministic_under_their_seed(make):
+    def draw(task_seed: int, data_seed: int):
+        task = make(torch.Generator().manual_seed(task_seed))
+        return task.sample(5, torch.Generator().manual_seed(data_seed))
+
+    x1, y1, info1 = draw(0, 1)
+    x2, y2, info2 = draw(0, 1)
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert all(torch.equal(info1[k], info2[k]) for k in info1)
+    x3, y3, _ = draw(0, 2)
+    assert not torch.equal(x3, x1)
+    _, y4, _ = draw(5, 1)
+    assert not torch.equal(y4, y1)
+
+
+def test_task_targets_follow_their_definitions():
+    gen = torch.Generator().manual_seed(0)
+    nop = NopTask(8, 6, 0.5, 0.3, gen)
+    x, y, info = nop.sample(64, torch.Generator().manual_seed(1))
+    damped = info["damped"]
+    torch.testing.assert_close(y[damped], 0.5 * x[damped])
+    torch.testing.assert_close(y[~damped], x[~damped])
+    assert torch.equal(damped, x @ nop.v > nop.lam)
+    hard = SwitchTask(8, 6, 0.5, "hard", gen)
+    x, y, info = hard.sample(16, torch.Generator().manual_seed(1))
+    torch.testing.assert_close(y[info["off"]], x[info["off"]])
+    assert (x[..., 0].abs() == hard.flag).all()
+    bc = BroadcastTask(8, 6, 1.0, gen)
+    x, y, info = bc.sample(4, torch.Generator().manual_seed(1))
+    torch.testing.assert_close(bc.rot @ bc.rot.T, torch.eye(8), atol=1e-5, rtol=0)
+    picked = x[torch.arange(4), info["jstar"]] @ bc.rot
+    torch.testing.assert_close(y - x, picked[:, None].expand_as(x))
+
+
+class Crashing:
+    """A task whose sampler fails at its `after`-th call, as a killed job would stop."""
+
+    def __init__(self, task, after: int):
+        self.task, self.after, self.calls = task, after, 0
+
+    def sample(self, batch, gen):
+        self.calls += 1
+        if self.calls == self.after:
+            raise KeyboardInterrupt
+        return self.task.sample(batch, gen)
+
+
+def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
+    cfg = ToyConfig(width=8, layers=1, heads=1, max_len=6, bos=True, mlp=True)
+    task = NopTask(8, 6, 0.0, 0.5, torch.Generator().manual_seed(3))
+    tcfg = TrainConfig(steps=9, batch=4, warmup=3, eval_batch=8, log_every=2, checkpoint_every=3)
+    seeds = Seeds(init=0, data=1, eval=2)
+    full, full_curve = train(cfg, task, tcfg, seeds, tmp_path / "a.pt")
+    with pytest.raises(KeyboardInterrupt):  # 1 evaluation batch, then killed in step 5
+        train(cfg, Crashing(task, after=6), tcfg, seeds, tmp_path / "b.pt")
+    assert torch.load(tmp_path / "b.pt", weights_only=False)["step"] == 3
+    resumed, resumed_curve = train(cfg, task, tcfg, seeds, tmp_path / "b.pt")
+    for (name, p), q in zip(full.state_dict().items(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
+    assert full_curve.equals(resumed_curve)
+    other, _ = train(cfg, task, tcfg, Seeds(init=0, data=9, eval=2), tmp_path / "c.pt")
+    assert not torch.equal(other.bos, full.bos)
+
+
+def test_fit_leaves_no_checkpoint(tmp_path):
+    cfg = ToyConfig(width=8, layers=1, heads=1, max_len=6)
+    task = NopTask(8, 6, 0.0, 0.5, torch.Generator().manual_seed(3))
+    _, curve = fit(
+        cfg,
+        task,
+        TrainConfig(steps=3, batch=2, eval_batch=4, log_every=1),
+        Seeds(0, 1, 2),
+        tmp_path,
+        desc="t",
+    )
+    assert list(curve.step) == [1, 2, 3] and not list(tmp_path.iterdir())
+
+
+def test_interventions_on_the_sink():
+    attn = torch.tensor([[1.0, 0.0, 0.0], [0.8, 0.2, 0.0], [0.5, 0.25, 0.25]])[None, None]
+    values = torch.arange(12.0).reshape(1, 1, 3, 4)
+    a, v = intervention("zero sink value")(0, attn, values)
+    assert (v[..., 0, :] == 0).all() and torch.equal(a, attn)
+    _, v = intervention("donor value")(0, attn, values)
+    assert torch.equal(v[..., 0, :], values[..., 1, :])
+    a, _ = intervention("redirect sink attention")(0, attn, values)
+    expected = torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.5, 0.5]])
+    torch.testing.assert_close(a[0, 0], expected)
+    assert intervention("baseline") is None

@@ -1,0 +1,63 @@
+"""S5: per-token decoding latency, re-computation vs sinks + window, by cache size."""
+
+import pandas as pd
+import torch
+
+from sinkscope import logs
+from sinkscope.data.text import corpus_text
+from sinkscope.device import resolve_device
+from sinkscope.exhibits import s5
+from sinkscope.models import load_model
+from sinkscope.provenance import Recorder, write_json, write_parquet
+from sinkscope.scorecard import measured_record
+from sinkscope.streaming import Policy
+from sinkscope.streaming.latency import decode_latency
+from sinkscope.streaming.text import stream_tokenizer, text_tokens
+
+smk = snakemake  # noqa: F821 (provided by Snakemake)
+log = logs.setup(smk.log[0])
+device = resolve_device(smk.params.device)
+recorder = Recorder.from_snakemake(smk, device=device)
+settings = smk.params.latency
+corpus = corpus_text(smk.params.text)
+rows = []
+for manifest_path, name in zip(smk.input.manifests, settings["models"], strict=True):
+    cache_dir = manifest_path.rsplit("/", 1)[0]
+    model, manifest = load_model(cache_dir, device)
+    model.config._attn_implementation = smk.params.attention
+    recorder.add_model(manifest)
+    tokenizer = stream_tokenizer(manifest, cache_dir, smk.params.text["tokenize"])
+    need = max(settings["caches"]) + settings["warmup"] + settings["steps"] * settings["repeats"]
+    ids = text_tokens(corpus, tokenizer, need)
+    for cache in settings["caches"]:
+        for label, policy in (
+            ("recompute", Policy("recompute", cache)),
+            ("sinks", Policy("cache", cache, min(settings["sinks"], cache - 1))),
+        ):
+            with torch.inference_mode():
+                medians = decode_latency(
+                    model, ids, policy, settings["steps"], settings["repeats"], settings["warmup"]
+                )
+            log.info("%s cache %d %s: %s s/token", name, cache, label, medians)
+            rows += [
+                {"model": name, "cache": cache, "policy": label, "repeat": i, "seconds": s}
+                for i, s in enumerate(medians)
+            ]
+latency = pd.DataFrame(rows)
+summary = s5.summary(latency)
+log.info("\n%s", summary.to_string())
+write_parquet(latency, smk.output.latency, recorder.record())
+write_parquet(summary, smk.output.summary, recorder.record())
+model = settings["models"][0]
+note = f"cache {summary.cache.max()}, {smk.params.device} device; median of {settings['repeats']}"
+write_json(
+    {
+        "exhibit": "S5",
+        "scale": smk.params.scale,
+        "claims": {
+            cid: measured_record(v, model, note) for cid, v in s5.claims(summary, model).items()
+        },
+    },
+    smk.output.claims,
+    recorder.record(),
+)

@@ -1,0 +1,32 @@
+"""S6/S7: pretrain one small byte-level LM variant from scratch on the corpus."""
+
+import pandas as pd
+import torch
+
+from sinkscope import logs
+from sinkscope.data.text import corpus_text
+from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.streaming import pretrain
+
+smk = snakemake  # noqa: F821 (provided by Snakemake)
+log = logs.setup(smk.log[0])
+recorder = Recorder.from_snakemake(smk)
+settings = smk.params.pretrain
+torch.set_num_threads(smk.threads)
+train_ids, _ = pretrain.corpus_bytes(corpus_text(smk.params.text), settings["held_out"])
+model, history = pretrain.train(
+    smk.wildcards.variant,
+    train_ids,
+    settings["arch"],
+    settings["steps"],
+    settings["batch_size"],
+    settings["lr"],
+    settings["seeds"],
+)
+log.info("%s: final loss %.3f", smk.wildcards.variant, history[-1]["loss"])
+pretrain.save(model, smk.wildcards.variant, settings["arch"], smk.output.model, recorder.record())
+write_parquet(
+    pd.DataFrame(history).assign(variant=smk.wildcards.variant),
+    smk.output.history,
+    recorder.record(),
+)
