@@ -10,6 +10,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from .provenance import write_json
+
 REPLICATED, NOT_REPLICATED, NOT_RUN = "replicated", "not replicated", "not run at this scale"
 COLUMNS = ["exhibit", "claim_id", "claim", "paper", "measured", "model", "scale", "verdict", "note"]
 
@@ -45,6 +47,13 @@ def judge(check: dict[str, Any], measured: float | bool) -> bool:
 def measured_record(value: float | bool, model: str, note: str = "") -> dict[str, Any]:
     """One measured claim, as an exhibit writes it into its claims file."""
     return {"value": value, "model": model, "note": note}
+
+
+def write_claims(
+    path: str | Path, exhibit: str, scale: str, claims: dict[str, dict], prov: dict[str, Any]
+) -> None:
+    """Write an exhibit's claims file: {claim id: measured_record(...)}, read by build_scorecard."""
+    write_json({"exhibit": exhibit, "scale": scale, "claims": claims}, path, prov)
 
 
 def _format(value: Any) -> str:

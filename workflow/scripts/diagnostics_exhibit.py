@@ -4,8 +4,8 @@ import pandas as pd
 
 from sinkscope import logs
 from sinkscope.exhibits import diagnostics
-from sinkscope.provenance import Recorder, write_json, write_parquet
-from sinkscope.scorecard import measured_record
+from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.scorecard import measured_record, write_claims
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
@@ -22,14 +22,10 @@ for name, table in tables.items():
 measured = diagnostics.claims(exhibit, tables, smk.params.claim_model)
 for claim, (value, note) in measured.items():
     log.info("%s on %s: %s (%s)", claim, smk.params.claim_model, value, note)
-write_json(
-    {
-        "exhibit": exhibit,
-        "scale": smk.params.scale,
-        "claims": {
-            c: measured_record(v, smk.params.claim_model, n) for c, (v, n) in measured.items()
-        },
-    },
+write_claims(
     smk.output.claims,
+    exhibit,
+    smk.params.scale,
+    {c: measured_record(v, smk.params.claim_model, n) for c, (v, n) in measured.items()},
     recorder.record(),
 )

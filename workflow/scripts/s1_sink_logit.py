@@ -2,8 +2,8 @@
 
 from sinkscope import logs
 from sinkscope.exhibits.s1 import measured_claims, sink_logit_example
-from sinkscope.provenance import Recorder, write_json, write_parquet
-from sinkscope.scorecard import measured_record
+from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.scorecard import measured_record, write_claims
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
@@ -18,12 +18,10 @@ log.info(
 )
 write_parquet(table, smk.output.table, recorder.record())
 model = "6 random values (torch.manual_seed)"
-write_json(
-    {
-        "exhibit": "S1",
-        "scale": smk.params.scale,
-        "claims": {cid: measured_record(v, model) for cid, v in claims.items()},
-    },
+write_claims(
     smk.output.claims,
+    "S1",
+    smk.params.scale,
+    {cid: measured_record(v, model) for cid, v in claims.items()},
     recorder.record(),
 )

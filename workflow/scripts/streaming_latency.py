@@ -8,8 +8,8 @@ from sinkscope.data.text import corpus_text
 from sinkscope.device import resolve_device
 from sinkscope.exhibits import s5
 from sinkscope.models import load_model
-from sinkscope.provenance import Recorder, write_json, write_parquet
-from sinkscope.scorecard import measured_record
+from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.scorecard import measured_record, write_claims
 from sinkscope.streaming import Policy
 from sinkscope.streaming.latency import decode_latency
 from sinkscope.streaming.text import stream_tokenizer, text_tokens
@@ -50,14 +50,10 @@ write_parquet(latency, smk.output.latency, recorder.record())
 write_parquet(summary, smk.output.summary, recorder.record())
 model = settings["models"][0]
 note = f"cache {summary.cache.max()}, {smk.params.device} device; median of {settings['repeats']}"
-write_json(
-    {
-        "exhibit": "S5",
-        "scale": smk.params.scale,
-        "claims": {
-            cid: measured_record(v, model, note) for cid, v in s5.claims(summary, model).items()
-        },
-    },
+write_claims(
     smk.output.claims,
+    "S5",
+    smk.params.scale,
+    {cid: measured_record(v, model, note) for cid, v in s5.claims(summary, model).items()},
     recorder.record(),
 )

@@ -8,8 +8,8 @@ from sinkscope.data.text import corpus_text
 from sinkscope.device import resolve_device
 from sinkscope.exhibits import s9
 from sinkscope.models import load_model
-from sinkscope.provenance import Recorder, write_json, write_parquet
-from sinkscope.scorecard import measured_record
+from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.scorecard import measured_record, write_claims
 from sinkscope.streaming import Policy
 from sinkscope.streaming.text import stream_tokenizer, text_tokens
 
@@ -39,15 +39,13 @@ claims = s9.claims(cost, measured, settings)
 log.info("S9 constant cost: %s", claims)
 write_parquet(cost, smk.output.cost, recorder.record())
 write_parquet(measured, smk.output.measured, recorder.record())
-write_json(
-    {
-        "exhibit": "S9",
-        "scale": smk.params.scale,
-        "claims": {
-            cid: measured_record(v, measured_settings["model"], "accounting + measured KV bytes")
-            for cid, v in claims.items()
-        },
-    },
+write_claims(
     smk.output.claims,
+    "S9",
+    smk.params.scale,
+    {
+        cid: measured_record(v, measured_settings["model"], "accounting + measured KV bytes")
+        for cid, v in claims.items()
+    },
     recorder.record(),
 )

@@ -6,8 +6,8 @@ import torch
 from sinkscope import logs
 from sinkscope.data.text import corpus_text
 from sinkscope.exhibits import s6
-from sinkscope.provenance import Recorder, write_json, write_parquet
-from sinkscope.scorecard import measured_record
+from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.scorecard import measured_record, write_claims
 from sinkscope.streaming import pretrain
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
@@ -48,12 +48,10 @@ for exhibit, claims, path, text in (
     ("S6", s6.s6_claims(table), smk.output.s6_claims, note),
     ("S7", s6.s7_claims(attention, table), smk.output.s7_claims, s7_note),
 ):
-    write_json(
-        {
-            "exhibit": exhibit,
-            "scale": smk.params.scale,
-            "claims": {cid: measured_record(v, model, text) for cid, v in claims.items()},
-        },
+    write_claims(
         path,
+        exhibit,
+        smk.params.scale,
+        {cid: measured_record(v, model, text) for cid, v in claims.items()},
         recorder.record(),
     )

@@ -4,8 +4,8 @@ import pandas as pd
 
 from sinkscope import logs
 from sinkscope.exhibits import s3
-from sinkscope.provenance import Recorder, write_json, write_parquet
-from sinkscope.scorecard import measured_record
+from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.scorecard import measured_record, write_claims
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
@@ -33,12 +33,10 @@ for exhibit, claims, path in (
     if exhibit == "S3":
         scored = table[(table.model == model) & table.condition.str.startswith("recompute")]
         note += f"; re-computation scored at {int(scored.tokens.iloc[0])} positions"
-    write_json(
-        {
-            "exhibit": exhibit,
-            "scale": smk.params.scale,
-            "claims": {cid: measured_record(v, model, note) for cid, v in claims.items()},
-        },
+    write_claims(
         path,
+        exhibit,
+        smk.params.scale,
+        {cid: measured_record(v, model, note) for cid, v in claims.items()},
         recorder.record(),
     )

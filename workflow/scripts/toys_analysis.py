@@ -3,8 +3,8 @@
 from importlib import import_module
 
 from sinkscope import logs
-from sinkscope.provenance import Recorder, write_json, write_parquet
-from sinkscope.scorecard import measured_record
+from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.scorecard import measured_record, write_claims
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
@@ -20,12 +20,10 @@ for name, table in tables.items():
 for cid, value in claims.items():
     log.info("%s = %s", cid, value)
 notes = module.claim_notes(tables)
-write_json(
-    {
-        "exhibit": exhibit,
-        "scale": smk.params.scale,
-        "claims": {cid: measured_record(v, model, notes.get(cid, "")) for cid, v in claims.items()},
-    },
+write_claims(
     smk.output.claims,
+    exhibit,
+    smk.params.scale,
+    {cid: measured_record(v, model, notes.get(cid, "")) for cid, v in claims.items()},
     recorder.record(),
 )
