@@ -137,7 +137,8 @@ def test_qk_spectrum_and_spectral_peak():
 def test_massive_activation():
     hidden = torch.ones(5, 3)
     hidden[0] *= 100
-    assert metrics.massive_activation(hidden, torch.tensor(0)).item() == pytest.approx(100.0)
+    massive = metrics.massive_activation(hidden.norm(dim=-1), torch.tensor([0, 1]))
+    assert massive.tolist() == pytest.approx([100.0, 1.0])
 
 
 def test_cosine_to_and_token_similarity():

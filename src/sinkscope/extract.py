@@ -198,13 +198,12 @@ class Extractor:
         sink = mass.argmax(-1)
         events = metrics.sink_events(probs, visible, sink)
         w_out = layer.w_out.to(values.device)
-        mixed = probs @ values  # A V: (B, H, T, d_head), in the model's precision
+        mixed = metrics.head_update(probs, values)  # A V: (B, H, T, d_head)
         sigma = metrics.update_singular_values(mixed, layer.root.to(values.device))
         hidden = self._hidden[layer.index]
         before = metrics.token_similarity(hidden)
         after = metrics.similarity_after_update(hidden, mixed, w_out)
-        norms = hidden.norm(dim=-1)
-        massive = norms.gather(-1, sink) / norms.median(-1).values[:, None]
+        massive = metrics.massive_activation(hidden.norm(dim=-1), sink)
         columns = {
             "sink": sink, "sink_mass": mass.gather(-1, sink[..., None]).squeeze(-1),
             "first_mass": mass[..., 0], **{f"event_{k}": v for k, v in events.items()},

@@ -160,10 +160,10 @@ def qk_spectrum(w_q: torch.Tensor, w_k: torch.Tensor) -> torch.Tensor:
     return singular_values(w_q.to(torch.float64) @ w_k.to(torch.float64).transpose(-1, -2))
 
 
-def massive_activation(hidden: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
-    """Residual norm at `position` over the median token norm of the layer; hidden (..., T, d)."""
-    norms = hidden.norm(dim=-1)
-    return norms.gather(-1, position[..., None]).squeeze(-1) / norms.median(-1).values
+def massive_activation(norms: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Residual norm at each of `positions` (..., K) over the median token norm of the layer,
+    from the token norms (..., T): (..., K)."""
+    return norms.gather(-1, positions) / norms.median(-1).values[..., None]
 
 
 def cosine_to(hidden: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
