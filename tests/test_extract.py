@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import timm
 import torch
 import transformers
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
@@ -132,6 +133,32 @@ def test_vit_with_layerscale_matches_direct_recomputation():
         probs = ((q @ k.transpose(-1, -2)) * attn.scaling).softmax(-1)
         scale = layer.layer_scale1.lambda1
         w_out = attn.o_proj.weight.T.reshape(4, 8, 32) * scale
+        visible = torch.ones(length, length, dtype=torch.bool)
+        direct = direct_stats(probs, v, w_out, hidden, visible)
+    compare(heads[heads.layer == index].reset_index(drop=True), direct)
+
+
+def test_timm_vit_with_registers_matches_direct_recomputation():
+    model = timm.models.vision_transformer.VisionTransformer(
+        img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=4, num_classes=0,
+        reg_tokens=2, init_values=0.5,
+    ).eval()  # fmt: skip
+    with torch.no_grad():  # LayerScale initialised to 0.5 everywhere: make the heads differ
+        for block in model.blocks:
+            block.ls1.gamma.uniform_(0.1, 1.0)
+    pixels = torch.randn(2, 3, 16, 16)
+    heads, _ = Extractor(model).run({"pixel_values": pixels}, np.array([0, 1]))
+    assert all(block.attn.fused_attn for block in model.blocks)  # restored after the run
+
+    index = 1
+    with torch.no_grad():
+        hidden = model.blocks[0](model._pos_embed(model.patch_embed(pixels)))
+        block = model.blocks[index]
+        attn = block.attn
+        length = hidden.shape[1]  # CLS + 2 registers + 16 patches
+        q, k, v = attn.qkv(block.norm1(hidden)).reshape(2, length, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        probs = ((q @ k.transpose(-1, -2)) * attn.scale).softmax(-1)
+        w_out = attn.proj.weight.T.reshape(4, 8, 32) * block.ls1.gamma
         visible = torch.ones(length, length, dtype=torch.bool)
         direct = direct_stats(probs, v, w_out, hidden, visible)
     compare(heads[heads.layer == index].reset_index(drop=True), direct)

@@ -1,8 +1,10 @@
 """Extraction: forward passes whose attention is reduced to fixed-size statistics on the fly.
 
-The model runs with the `sinkscope` attention implementation (registered in transformers'
-AttentionInterface): eager softmax attention that hands every layer's probabilities and values to
-the active `Extractor` before the output is formed. The extractor reduces them at once to
+A transformers model runs with the `sinkscope` attention implementation (registered in
+transformers' AttentionInterface): eager softmax attention that hands every layer's probabilities
+and values to the active `Extractor` before the output is formed. A timm ViT (the ViTs trained by
+the vision stage) runs its own eager path, with module hooks taking the values from its qkv
+projection and the probabilities after its softmax. The extractor reduces them at once to
 per-(sample, layer, head) statistics (shared definitions in `sinkscope.metrics`), and the hidden
 state entering each layer to per-(sample, layer) statistics; only a few cropped attention maps
 are kept, for figures. Nothing of size T x T survives a batch, so memory does not grow with the
@@ -83,6 +85,8 @@ class AttentionLayer:
         attention = self.attention
         if hasattr(attention, "c_attn"):  # GPT-2: Conv1D (d, 3d) holding q, k, v
             w_q, w_k, _ = attention.c_attn.weight.detach().split(attention.embed_dim, dim=1)
+        elif hasattr(attention, "qkv"):  # timm: Linear (3d, d) holding q, k, v
+            w_q, w_k, _ = attention.qkv.weight.detach().T.chunk(3, dim=1)
         else:
             names = ("q_proj", "k_proj") if hasattr(attention, "q_proj") else ("query", "key")
             w_q, w_k = (getattr(attention, n).weight.detach().T for n in names)
@@ -93,14 +97,18 @@ class AttentionLayer:
 
 
 def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
-    """The attention layers of a transformers model.
+    """The attention layers of a model.
 
-    Llama-like decoders (Llama, Mistral, Gemma, Qwen), GPT-2, BERT, DINOv2 (with or without
-    registers) and the CLIP vision tower.
+    transformers: Llama-like decoders (Llama, Mistral, Gemma, Qwen), GPT-2, BERT, DINOv2 (with or
+    without registers) and the CLIP vision tower; timm: VisionTransformer and its subclasses.
     """
     base = getattr(model, "base_model", model)
     found = []
-    if hasattr(base, "layers"):  # Llama, Mistral, Gemma, Qwen: layer.self_attn.o_proj
+    if hasattr(base, "blocks"):  # timm ViT, LayerScale (ls1) after the output projection
+        for i, block in enumerate(base.blocks):
+            scale = getattr(block.ls1, "gamma", None)
+            found.append((i, block, block.attn, block.attn.proj.weight, scale))
+    elif hasattr(base, "layers"):  # Llama, Mistral, Gemma, Qwen: layer.self_attn.o_proj
         for i, layer in enumerate(base.layers):
             found.append((i, layer, layer.self_attn, layer.self_attn.o_proj.weight, None))
     elif hasattr(base, "h"):  # GPT-2: Conv1D stores (in, out)
@@ -120,9 +128,9 @@ def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
                 )
     else:
         raise NotImplementedError(f"no attention-layer adapter for {type(model).__name__}")
-    heads = model.config.num_attention_heads
     layers = []
     for index, layer, attention, weight, scale in found:
+        heads = _heads(model, attention)
         w_out = weight.detach().T.reshape(heads, -1, weight.shape[0]).to(torch.float64)
         if scale is not None:
             w_out = w_out * scale.detach().to(torch.float64)
@@ -130,18 +138,66 @@ def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
     return layers
 
 
+def _heads(model: torch.nn.Module, attention: torch.nn.Module) -> int:
+    config = getattr(model, "config", None)
+    return config.num_attention_heads if config is not None else attention.num_heads
+
+
+def _is_timm(model: torch.nn.Module) -> bool:
+    return not hasattr(model, "set_attn_implementation")
+
+
+def _timm_hooks(attention: torch.nn.Module) -> list:
+    """Hooks handing a timm attention's probabilities and values to the active hook."""
+    kept = {}
+
+    def keep_values(module, args, qkv):
+        batch, length, _ = qkv.shape
+        kept["values"] = qkv.reshape(batch, length, 3, attention.num_heads, -1)[:, :, 2]
+
+    def on_probs(module, args, probs):
+        visible = torch.ones(1, 1, *probs.shape[-2:], dtype=torch.bool, device=probs.device)
+        return _hook(attention, probs, kept.pop("values").transpose(1, 2), visible)
+
+    return [
+        attention.qkv.register_forward_hook(keep_values),
+        attention.attn_drop.register_forward_hook(on_probs),
+    ]
+
+
 @contextmanager
 def hooked(model: torch.nn.Module, hook: Callable) -> Iterator[None]:
-    """Run `model` with the sinkscope attention, calling `hook` on every layer's attention."""
+    """Run `model` with eager attention, calling `hook` on every layer's attention."""
     global _hook
-    previous = model.config._attn_implementation
-    model.set_attn_implementation(IMPLEMENTATION)
+    handles = []
+    if _is_timm(model):
+        attentions = [block.attn for block in model.blocks]
+        fused = [attention.fused_attn for attention in attentions]
+        for attention in attentions:
+            attention.fused_attn = False
+            handles += _timm_hooks(attention)
+    else:
+        previous = model.config._attn_implementation
+        model.set_attn_implementation(IMPLEMENTATION)
     _hook = hook
     try:
         yield
     finally:
         _hook = None
-        model.set_attn_implementation(previous)
+        for handle in handles:
+            handle.remove()
+        if _is_timm(model):
+            for attention, flag in zip(attentions, fused, strict=True):
+                attention.fused_attn = flag
+        else:
+            model.set_attn_implementation(previous)
+
+
+def forward(model: torch.nn.Module, inputs: dict, **kwargs):
+    """The model body on its keyword inputs (a timm ViT: its features from `pixel_values`)."""
+    if _is_timm(model):
+        return model.forward_features(inputs["pixel_values"])
+    return model.base_model(**inputs, **kwargs)
 
 
 class Extractor:
@@ -239,7 +295,7 @@ class Extractor:
         ]
         try:
             with hooked(self.model, self._attention_hook):
-                self.model.base_model(**inputs)
+                forward(self.model, inputs)
         finally:
             for handle in handles:
                 handle.remove()
