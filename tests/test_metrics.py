@@ -106,8 +106,7 @@ def test_stable_rank_of_rank_one_and_orthogonal_updates():
 def test_head_update_of_a_one_hot_sink_is_rank_one():
     values_out = torch.randn(6, 16)
     update = metrics.head_update(one_hot_causal(6), values_out)
-    assert update.dtype == torch.float64
-    assert torch.allclose(update, values_out[0].double().expand(6, 16))
+    assert torch.equal(update, values_out[0].expand(6, 16))
     assert metrics.stable_rank(metrics.singular_values(update)).item() == pytest.approx(1.0)
 
 
@@ -161,14 +160,20 @@ def test_sink_class_accepts_tensors():
 
 
 def test_head_update_with_w_out_and_its_singular_values():
+    torch.manual_seed(0)
     attn = torch.softmax(torch.randn(2, 3, 7, 7), -1)
     values, w_out = torch.randn(2, 3, 7, 4), torch.randn(3, 4, 10)
     update = metrics.head_update(attn, values, w_out)
     direct = attn.double() @ (values.double() @ w_out.double())
-    assert torch.allclose(update, direct, atol=1e-5)  # A V is formed in float32
+    assert update.dtype == torch.float32 and torch.allclose(update.double(), direct, atol=1e-5)
     root = metrics.gram_root(metrics.output_gram(w_out))
     sigma = metrics.update_singular_values(metrics.head_update(attn, values), root)
-    assert torch.allclose(sigma, metrics.singular_values(direct)[..., :4])
+    want = metrics.singular_values(direct)[..., :4]
+    assert sigma.dtype == torch.float64
+    # the largest singular value and the Frobenius norm to float32 rounding, the rest to 1e-3 s1
+    assert torch.allclose(sigma[..., 0], want[..., 0], rtol=1e-5)
+    assert torch.allclose(sigma.pow(2).sum(-1), want.pow(2).sum(-1), rtol=1e-5)
+    assert (sigma - want).abs().max() <= 1e-3 * want[..., 0].min()
 
 
 def test_projected_norms_equal_direct_projection():
@@ -181,11 +186,3 @@ def test_projected_norms_equal_direct_projection():
         metrics.norm_ratio(direct, sink),
         metrics.value_norm_ratio(values.double() @ w_out.double(), sink),
     )
-
-
-def test_similarity_after_update_equals_the_direct_form():
-    hidden = torch.randn(2, 7, 10, dtype=torch.float64)
-    mixed, w_out = torch.randn(2, 3, 7, 4, dtype=torch.float64), torch.randn(3, 4, 10)
-    direct = metrics.token_similarity(hidden[:, None] + mixed @ w_out.double())
-    fast = metrics.similarity_after_update(hidden, mixed, w_out)
-    assert fast.shape == (2, 3) and torch.allclose(fast, direct)

@@ -258,7 +258,7 @@ class Extractor:
         sigma = metrics.update_singular_values(mixed, layer.root.to(values.device))
         hidden = self._hidden[layer.index]
         before = metrics.token_similarity(hidden)
-        after = metrics.similarity_after_update(hidden, mixed, w_out)
+        after = metrics.token_similarity(hidden[:, None] + mixed @ w_out.to(mixed.dtype))
         massive = metrics.massive_activation(hidden.norm(dim=-1), sink)
         columns = {
             "sink": sink, "sink_mass": mass.gather(-1, sink[..., None]).squeeze(-1),

@@ -27,9 +27,12 @@ def causal_mask(length: int, device: torch.device | str | None = None) -> torch.
 
 
 def column_mass(attn: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
-    """Mean attention each key receives from the queries that can see it: (..., T)."""
-    visible = visible.to(attn.dtype)
-    return (attn * visible).sum(-2) / visible.sum(-2).clamp_min(1)
+    """Mean attention each key receives from the queries that can see it: (..., T).
+
+    `attn` is zero where a query cannot see a key (as a masked softmax gives it), so a column's
+    sum is the sum over the queries that see the key.
+    """
+    return attn.sum(-2) / visible.sum(-2).clamp_min(1)
 
 
 def dominant_key(attn: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
@@ -119,14 +122,15 @@ def rank1_energy(sigma: torch.Tensor) -> torch.Tensor:
 def head_update(
     attn: torch.Tensor, values: torch.Tensor, w_out: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """The head's update U = A (V W_O^h), returned in float64: (..., T, d).
+    """The head's update U = A (V W_O^h): (..., T, d), in the inputs' precision (float32 or wider).
 
     With `w_out` (..., d_head, d), `values` are the head's v_j and U is formed as (A V) W_O^h
-    (the cheaper order); without it, `values` are already the projected u_j = W_O^h v_j.
-    The product A V is formed in the inputs' precision, everything after it in float64.
+    (the cheaper order); without it, `values` are already the projected u_j = W_O^h v_j (or the
+    caller wants A V itself).
     """
-    mixed = (attn @ values.to(attn.dtype)).to(torch.float64)
-    return mixed if w_out is None else mixed @ w_out.to(torch.float64)
+    dtype = torch.promote_types(attn.dtype, torch.float32)
+    mixed = attn.to(dtype) @ values.to(dtype)
+    return mixed if w_out is None else mixed @ w_out.to(dtype)
 
 
 def update_singular_values(mixed: torch.Tensor, root: torch.Tensor) -> torch.Tensor:
@@ -134,13 +138,14 @@ def update_singular_values(mixed: torch.Tensor, root: torch.Tensor) -> torch.Ten
     `root` = gram_root(output_gram(W_O^h)).
 
     U has rank <= d_head, and U^T U shares its non-zero eigenvalues with the small symmetric
-    S M S, where M = (A V)^T (A V) and S = (W_O^h W_O^h^T)^(1/2) (d_head x d_head). The largest
-    singular values and the Frobenius norm are exact to rounding; singular values far below
-    sigma_1 (under ~1e-6 sigma_1) are not resolved.
+    S M S = (A V S)^T (A V S), where M = (A V)^T (A V) and S = (W_O^h W_O^h^T)^(1/2)
+    (d_head x d_head). S M S is formed in the inputs' precision, its eigenvalues in float64. The
+    largest singular values and the Frobenius norm are exact to rounding; singular values far
+    below sigma_1 (under ~1e-3 sigma_1 for float32 inputs) are not resolved.
     """
-    gram = mixed.transpose(-1, -2) @ mixed  # formed in the inputs' precision
-    small = root @ gram.to(torch.float64) @ root
-    return torch.linalg.eigvalsh(small).flip(-1).clamp_min(0).sqrt()
+    scaled = mixed @ root.to(mixed.dtype)
+    small = scaled.transpose(-1, -2) @ scaled
+    return torch.linalg.eigvalsh(small.to(torch.float64)).flip(-1).clamp_min(0).sqrt()
 
 
 def sink_class(ratio: ArrayLike, srank: ArrayLike) -> np.ndarray:
@@ -181,26 +186,6 @@ def token_similarity(hidden: torch.Tensor) -> torch.Tensor:
     total = unit.sum(-2).pow(2).sum(-1)  # sum over all ordered pairs, self pairs included
     length = hidden.shape[-2]
     return (total - length) / (length * (length - 1))
-
-
-def similarity_after_update(
-    hidden: torch.Tensor, mixed: torch.Tensor, w_out: torch.Tensor
-) -> torch.Tensor:
-    """token_similarity(hidden + U) for every head at once, U = mixed @ w_out, never forming U.
-
-    hidden (B, T, d), mixed = A V (B, H, T, d_head), w_out (H, d_head, d). With
-    y_t = x_t + m_t W: ||y_t||^2 = ||x_t||^2 + 2 (x_t W^T) . m_t + m_t (W W^T) m_t^T, and
-    sum_t y_t / ||y_t|| = sum_t x_t / ||y_t|| + (sum_t m_t / ||y_t||) W. Returns (B, H).
-    """
-    dtype = torch.promote_types(hidden.dtype, torch.float32)
-    x, m, w = hidden.to(dtype), mixed.to(dtype), w_out.to(dtype)
-    projected = torch.einsum("btd,hkd->bhtk", x, w)  # x_t W^T
-    gram = w @ w.transpose(-1, -2)
-    squared = x.pow(2).sum(-1)[:, None] + 2 * (projected * m).sum(-1) + ((m @ gram) * m).sum(-1)
-    inverse = squared.clamp_min(torch.finfo(dtype).tiny).rsqrt()  # (B, H, T)
-    total = inverse @ x + ((inverse[..., None] * m).sum(-2)[..., None, :] @ w).squeeze(-2)
-    length = hidden.shape[-2]
-    return (total.pow(2).sum(-1) - length) / (length * (length - 1))
 
 
 def attention_entropy(attn: torch.Tensor) -> torch.Tensor:
