@@ -186,3 +186,13 @@ def test_projected_norms_equal_direct_projection():
         metrics.norm_ratio(direct, sink),
         metrics.value_norm_ratio(values.double() @ w_out.double(), sink),
     )
+
+
+def test_outlier_threshold_and_share():
+    values = np.array([1.0, 1.0, 1.0, 1.0, 10.0])
+    assert metrics.outlier_threshold(values, "relative", 3.0) == 3.0
+    assert metrics.outlier_threshold(values, "absolute", 150.0) == 150.0
+    assert metrics.outlier_share(values, 3.0) == 20.0  # one of five above
+    assert metrics.outlier_share(values, 10.0) == 0.0  # strictly above the threshold
+    with pytest.raises(ValueError, match="unknown outlier threshold kind"):
+        metrics.outlier_threshold(values, "quantile", 0.9)

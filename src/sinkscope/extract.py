@@ -30,7 +30,8 @@ from .provenance import ParquetStream
 IMPLEMENTATION = "sinkscope"
 COS_BINS = np.linspace(-1.0, 1.0, 41)
 
-# The hook the attention function calls: (module, probs, values, visible) -> probs or None.
+# The hook the attention function calls: (module, probs, values, visible, mixed) -> probs, where
+# mixed = A V (`metrics.head_update`); returning other probabilities replaces the attention.
 _hook: Callable | None = None
 
 
@@ -46,11 +47,15 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
     if attention_mask is not None:
         scores = scores + attention_mask[..., : key.shape[-2]]
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    if _hook is not None:
-        visible = _visibility(attention_mask, probs)
-        probs = _hook(module, probs, value, visible)
-    probs = torch.nn.functional.dropout(probs, p=dropout, training=module.training)
-    return (probs @ value).transpose(1, 2).contiguous(), probs
+    mixed = None
+    if _hook is not None:  # the hook's A V is the attention output, unless it changes the probs
+        mixed = metrics.head_update(probs, value)
+        changed = _hook(module, probs, value, _visibility(attention_mask, probs), mixed)
+        mixed, probs = (mixed, probs) if changed is probs else (None, changed)
+    if mixed is None or (module.training and dropout):
+        probs = torch.nn.functional.dropout(probs, p=dropout, training=module.training)
+        mixed = probs @ value
+    return mixed.to(value.dtype).transpose(1, 2).contiguous(), probs
 
 
 AttentionInterface.register(IMPLEMENTATION, _attention)
@@ -157,7 +162,8 @@ def _timm_hooks(attention: torch.nn.Module) -> list:
 
     def on_probs(module, args, probs):
         visible = torch.ones(1, 1, *probs.shape[-2:], dtype=torch.bool, device=probs.device)
-        return _hook(attention, probs, kept.pop("values").transpose(1, 2), visible)
+        values = kept.pop("values").transpose(1, 2)
+        return _hook(attention, probs, values, visible, metrics.head_update(probs, values))
 
     return [
         attention.qkv.register_forward_hook(keep_values),
@@ -242,19 +248,19 @@ class Extractor:
             "max_norm_position": norms.argmax(-1).cpu().numpy(),
         })  # fmt: skip
 
-    def _attention_hook(self, module, probs, values, visible):
+    def _attention_hook(self, module, probs, values, visible, mixed):
         layer = self.by_module[id(module)]
-        self._heads.append(self._head_stats(layer, probs.detach(), values.detach(), visible))
+        self._heads.append(self._head_stats(layer, probs, values, visible, mixed))
         self._keep_maps(layer.index, probs)
         return probs
 
-    def _head_stats(self, layer, probs, values, visible) -> pd.DataFrame:
+    def _head_stats(self, layer, probs, values, visible, mixed) -> pd.DataFrame:
+        """Per (sample, head) statistics of one layer; mixed = A V (B, H, T, d_head)."""
         batch, heads, length, _ = probs.shape
         mass = metrics.column_mass(probs, visible)
         sink = mass.argmax(-1)
         events = metrics.sink_events(probs, visible, sink)
         w_out = layer.w_out.to(values.device)
-        mixed = metrics.head_update(probs, values)  # A V: (B, H, T, d_head)
         sigma = metrics.update_singular_values(mixed, layer.root.to(values.device))
         hidden = self._hidden[layer.index]
         before = metrics.token_similarity(hidden)
@@ -362,7 +368,7 @@ def uniform_intervention(
     and replaced by uniform attention over the visible keys (layer L = the final output)."""
     layers = {id(layer.attention): layer.index for layer in attention_layers(model)}
 
-    def uniform(module, probs, values, visible):
+    def uniform(module, probs, values, visible, mixed):
         heads = sink_heads.get(layers[id(module)], [])
         if heads:
             flat = visible.expand(probs.shape[0], 1, *probs.shape[-2:]).to(probs.dtype)
@@ -372,7 +378,7 @@ def uniform_intervention(
 
     rows = []
     for inputs, samples in batches:
-        for condition, hook in (("original", lambda m, p, v, s: p), ("uniform", uniform)):
+        for condition, hook in (("original", lambda m, p, v, s, u: p), ("uniform", uniform)):
             with hooked(model, hook):
                 states = model.base_model(**inputs, output_hidden_states=True).hidden_states
             for index, hidden in enumerate(states[1:]):  # entering layer 1..L-1, then output

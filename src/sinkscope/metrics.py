@@ -139,13 +139,14 @@ def update_singular_values(mixed: torch.Tensor, root: torch.Tensor) -> torch.Ten
 
     U has rank <= d_head, and U^T U shares its non-zero eigenvalues with the small symmetric
     S M S = (A V S)^T (A V S), where M = (A V)^T (A V) and S = (W_O^h W_O^h^T)^(1/2)
-    (d_head x d_head). S M S is formed in the inputs' precision, its eigenvalues in float64. The
-    largest singular values and the Frobenius norm are exact to rounding; singular values far
-    below sigma_1 (under ~1e-3 sigma_1 for float32 inputs) are not resolved.
+    (d_head x d_head). S M S and its eigenvalues are computed in the inputs' precision (float64
+    eigenvalues of a float32 matrix would only add digits its rounding has already lost), then
+    returned in float64. sigma_1 and the Frobenius norm are exact to that rounding; singular
+    values far below sigma_1 (under ~1e-3 sigma_1 for float32 inputs) are not resolved.
     """
     scaled = mixed @ root.to(mixed.dtype)
     small = scaled.transpose(-1, -2) @ scaled
-    return torch.linalg.eigvalsh(small.to(torch.float64)).flip(-1).clamp_min(0).sqrt()
+    return torch.linalg.eigvalsh(small).to(torch.float64).flip(-1).clamp_min(0).sqrt()
 
 
 def sink_class(ratio: ArrayLike, srank: ArrayLike) -> np.ndarray:
@@ -169,6 +170,21 @@ def massive_activation(norms: torch.Tensor, positions: torch.Tensor) -> torch.Te
     """Residual norm at each of `positions` (..., K) over the median token norm of the layer,
     from the token norms (..., T): (..., K)."""
     return norms.gather(-1, positions) / norms.median(-1).values[..., None]
+
+
+def outlier_threshold(patch_norms: np.ndarray, kind: str, value: float) -> float:
+    """The norm above which a patch token is a high-norm outlier (S8): `value` itself (absolute,
+    Darcet et al.: 150 for DINOv2 ViT-g) or `value` times the median patch-token norm (relative)."""
+    if kind == "absolute":
+        return float(value)
+    if kind == "relative":
+        return float(value * np.median(patch_norms))
+    raise ValueError(f"unknown outlier threshold kind {kind!r}")
+
+
+def outlier_share(patch_norms: np.ndarray, threshold: float) -> float:
+    """% of patch tokens whose norm exceeds `threshold`."""
+    return float(100 * np.mean(np.asarray(patch_norms) > threshold))
 
 
 def cosine_to(hidden: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
