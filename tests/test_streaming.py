@@ -3,8 +3,10 @@ evaluation equal to the token-by-token loop for every policy and model family.""
 
 from __future__ import annotations
 
+import math
 import random
 
+import numpy as np
 import pytest
 import torch
 from conftest import REPO
@@ -18,10 +20,19 @@ from transformers import (
 )
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
-from sinkscope.streaming import Policy, StreamingLM, nll_fast, nll_loop, parse
+from sinkscope.streaming import Policy, StreamingLM, nll_fast, nll_fast_many, nll_loop, parse
 from sinkscope.streaming.rope import Rotary, rotate
 
 TOL = 1e-4
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One thread: on a busy 2-core machine a second one only adds synchronisation waits."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
@@ -92,9 +103,9 @@ def test_rerotation_equals_direct_rotation():
         return apply_rotary_pos_emb(keys, keys, cos, sin)[1]
 
     rotary = Rotary.of(model)
-    moved = rotary.shift(direct(old), 0, new - old)
+    moved = rotary.by(new - old)(direct(old), 0)
     assert torch.allclose(moved, direct(new), atol=1e-5)
-    back = rotary.shift(direct(old), 0, -old)  # before RoPE
+    back = rotary.by(-old)(direct(old), 0)  # before RoPE
     assert torch.allclose(back, keys, atol=1e-5)
 
 
@@ -215,6 +226,69 @@ def test_fast_equals_loop(family):
         loop = nll_loop(model, ids, parse(name))
         fast = nll_fast(model, ids, parse(name), chunk=50)
         assert (loop - fast).abs().max() <= TOL, name
+
+
+def test_policies_on_one_stream_share_their_first_tokens():
+    model = tiny_gemma()
+    ids = stream(90)
+    policies = [parse("1+23"), parse("8+24"), parse("full"), parse("0+16")]
+    ends = [89, 60, 40, 89]
+    for policy, end, nll in zip(
+        policies, ends, nll_fast_many(model, ids, policies, chunk=20, ends=ends), strict=True
+    ):
+        assert len(nll) == end
+        assert (nll - nll_loop(model, ids[: end + 1], policy)).abs().max() <= TOL, policy.name
+    with pytest.raises(ValueError, match="nll_recompute"):
+        nll_fast_many(model, ids, [parse("recompute 16")])
+
+
+def test_fast_reads_the_lm_head_as_the_model_does():
+    """Gemma's final logit soft-capping is read; a model whose logits are more than its LM head
+    on its last hidden state is refused rather than scored wrongly."""
+    model = tiny_gemma()
+    model.config.final_logit_softcapping = 0.5  # logits within +-0.5: NLL close to log(256)
+    ids = stream(40)
+    fast = nll_fast(model, ids, parse("4+12"), chunk=16)
+    assert (fast - nll_loop(model, ids, parse("4+12"))).abs().max() <= TOL
+    assert (fast - math.log(256)).abs().max() < 1.0
+
+    class Scaled(LlamaForCausalLM):
+        def forward(self, *args, **kwargs):
+            out = super().forward(*args, **kwargs)
+            out.logits = 2 * out.logits
+            return out
+
+    scaled = Scaled(tiny_llama().config).eval()
+    with pytest.raises(RuntimeError, match="LM head"):
+        nll_fast(scaled, ids, parse("4+12"))
+
+
+def test_parts_give_every_condition_of_s3_and_s4():
+    from sinkscope.streaming.run import PARTS, part_nll
+
+    model, text = tiny_llama(), stream(70)
+    settings = {"cache": 16, "sinks": [0, 1, 4], "newline_sinks": 4, "short_tokens": 40}
+    tables = {
+        part: part_nll(model, text, None, part, recompute_every=10, chunk=16, **settings)
+        for part in PARTS
+    }
+    positions = {
+        (part, c): (len(rows), int(rows.position.min()), int(rows.position.max()))
+        for part, table in tables.items()
+        for c, rows in table.groupby("condition")
+    }
+    assert positions == {
+        ("window", "0+16"): (69, 1, 69),
+        ("sinks", "4+12"): (69, 1, 69),
+        ("newline", "nl+12"): (69, 1, 69),
+        ("short", "1+15"): (39, 1, 39),
+        ("short", "full"): (39, 1, 39),
+        ("recompute", "recompute 16"): (6, 17, 67),
+    }
+    window = tables["window"].nll.to_numpy()
+    assert np.allclose(window, nll_loop(model, text, parse("0+16")).numpy(), atol=TOL)
+    with pytest.raises(ValueError, match="unknown part"):
+        part_nll(model, text, None, "sinks4", recompute_every=10, chunk=16, **settings)
 
 
 SMOLLM = REPO / "resources" / "models" / "smollm2-135m"

@@ -4,24 +4,33 @@
 STREAMING = config["streaming"]
 STREAM_TEXT = {**STREAMING["text"], "file": repo_path(STREAMING["text"]["file"])}
 STREAM_CORPUS = [STREAM_TEXT["file"]] if STREAM_TEXT["source"] == "file" else []
+# S3/S4 run as independent parts per model (sinkscope.streaming.run.PARTS), one thread each, so
+# they spread over the cores. Each job's wall and CPU time go to logs/streaming/benchmark/.
+STREAM_PARTS = ["window", "sinks", "newline", "short", "recompute"]
 
 
 rule streaming_nll:
-    """S3/S4: per-token NLL of one LM on the long text under every policy (fast, exact)."""
+    """S3/S4: per-token NLL of one LM on the long text, one part of the policies (fast, exact)."""
     input:
         manifest=model_manifest("{model}"),
         corpus=STREAM_CORPUS,
     output:
-        "results/streaming/nll/{model}.parquet",
+        "results/streaming/nll/{model}/{part}.parquet",
+    wildcard_constraints:
+        part="|".join(STREAM_PARTS),
     params:
         text=STREAM_TEXT,
         ppl=STREAMING["ppl"],
         attention=STREAMING["attention"],
         device=config["device"],
     log:
-        "logs/streaming/nll_{model}.log",
+        "logs/streaming/nll_{model}_{part}.log",
+    benchmark:
+        "logs/streaming/benchmark/nll_{model}_{part}.tsv"
+    threads: 1
+    priority: 1  # the longest jobs first; the short ones of S5-S9 fill the cores at the end
     resources:
-        mem_mb=8000,
+        mem_mb=6000,
         runtime=60,
     conda:
         ENV
@@ -32,7 +41,8 @@ rule streaming_nll:
 rule s3_s4_tables:
     """S3 and S4: PPL tables, log-PPL curves and claims."""
     input:
-        expand("results/streaming/nll/{model}.parquet", model=STREAMING["ppl"]["models"]),
+        expand("results/streaming/nll/{model}/{part}.parquet", model=STREAMING["ppl"]["models"],
+               part=STREAM_PARTS),
     output:
         s3="results/S3/ppl.parquet",
         curve="results/S3/curve.parquet",
@@ -44,6 +54,8 @@ rule s3_s4_tables:
         scale=config["scale"],
     log:
         "logs/S3_S4.log",
+    benchmark:
+        "logs/streaming/benchmark/S3_S4.tsv"
     resources:
         mem_mb=4000,
         runtime=10,
@@ -70,6 +82,9 @@ rule s5_latency:
         scale=config["scale"],
     log:
         "logs/S5.log",
+    benchmark:
+        "logs/streaming/benchmark/S5.tsv"
+    threads: 1
     resources:
         mem_mb=8000,
         runtime=60,
@@ -91,6 +106,8 @@ rule streaming_pretrain:
         pretrain=STREAMING["pretrain"],
     log:
         "logs/streaming/pretrain_{variant}.log",
+    benchmark:
+        "logs/streaming/benchmark/pretrain_{variant}.tsv"
     threads: 1
     resources:
         mem_mb=4000,
@@ -120,6 +137,9 @@ rule s6_s7_sink_lms:
         scale=config["scale"],
     log:
         "logs/S6_S7.log",
+    benchmark:
+        "logs/streaming/benchmark/S6_S7.tsv"
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=20,
@@ -146,6 +166,9 @@ rule s9_memory:
         scale=config["scale"],
     log:
         "logs/S9.log",
+    benchmark:
+        "logs/streaming/benchmark/S9.tsv"
+    threads: 1
     resources:
         mem_mb=8000,
         runtime=20,

@@ -18,6 +18,7 @@ smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
 device = resolve_device(smk.params.device)
 recorder = Recorder.from_snakemake(smk, device=device)
+torch.set_num_threads(smk.threads)
 settings = smk.params.latency
 corpus = corpus_text(smk.params.text)
 rows = []

@@ -17,6 +17,7 @@ smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
 device = resolve_device(smk.params.device)
 recorder = Recorder.from_snakemake(smk, device=device)
+torch.set_num_threads(smk.threads)
 settings = smk.params.memory
 cost = s9.cost_table(settings)
 measured_settings = settings["measured"]

@@ -1,4 +1,4 @@
-"""S3/S4: per-token NLL of one pretrained LM on the long text under every KV-cache policy."""
+"""S3/S4: per-token NLL of one pretrained LM on the long text, one part of the policies."""
 
 import math
 
@@ -9,13 +9,14 @@ from sinkscope.data.text import corpus_text
 from sinkscope.device import resolve_device
 from sinkscope.models import load_model
 from sinkscope.provenance import Recorder, write_parquet
-from sinkscope.streaming.run import stream_nll
+from sinkscope.streaming.run import part_nll
 from sinkscope.streaming.text import stream_tokenizer, text_tokens
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
 device = resolve_device(smk.params.device)
 recorder = Recorder.from_snakemake(smk, device=device)
+torch.set_num_threads(smk.threads)
 cache_dir = smk.input.manifest.rsplit("/", 1)[0]
 model, manifest = load_model(cache_dir, device)
 model.config._attn_implementation = smk.params.attention
@@ -23,12 +24,14 @@ recorder.add_model(manifest)
 tokenizer = stream_tokenizer(manifest, cache_dir, smk.params.text["tokenize"])
 ppl = smk.params.ppl
 text = text_tokens(corpus_text(smk.params.text), tokenizer, ppl["tokens"])
-log.info("%s: %d text tokens, cache %d", smk.wildcards.model, len(text), ppl["cache"])
+model_name, part = smk.wildcards.model, smk.wildcards.part
+log.info("%s %s: %d text tokens, cache %d", model_name, part, len(text), ppl["cache"])
 with torch.inference_mode():
-    table = stream_nll(
+    table = part_nll(
         model,
         text,
         tokenizer,
+        part,
         cache=ppl["cache"],
         sinks=ppl["sinks"],
         newline_sinks=ppl["newline_sinks"],
@@ -36,6 +39,6 @@ with torch.inference_mode():
         recompute_every=ppl["recompute_every"],
         chunk=ppl["chunk"],
     )
-for condition, part in table.groupby("condition", sort=False):
-    log.info("%-16s %6d tokens  PPL %.2f", condition, len(part), math.exp(part.nll.mean()))
-write_parquet(table.assign(model=smk.wildcards.model), smk.output[0], recorder.record())
+for condition, rows in table.groupby("condition", sort=False):
+    log.info("%-16s %6d tokens  PPL %.2f", condition, len(rows), math.exp(rows.nll.mean()))
+write_parquet(table.assign(model=model_name), smk.output[0], recorder.record())

@@ -13,6 +13,7 @@ from sinkscope.streaming import pretrain
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
 recorder = Recorder.from_snakemake(smk)
+torch.set_num_threads(smk.threads)
 settings = smk.params.pretrain
 _, held_out = pretrain.corpus_bytes(corpus_text(smk.params.text), settings["held_out"])
 stream = torch.from_numpy(held_out[: settings["eval_tokens"]].copy())

@@ -1,8 +1,8 @@
 """S3 and S4: streaming perplexity of pretrained LMs under the KV-cache policies.
 
-Input: the per-token NLL table of `sinkscope.streaming.run.stream_nll`, one per model, with a
-`model` column. PPL = exp(mean NLL) over text positions; each comparison is made on the
-positions both conditions scored.
+Input: the per-token NLL tables of `sinkscope.streaming.run.part_nll`, all parts of all models,
+concatenated with a `model` column. PPL = exp(mean NLL) over text positions; each comparison is
+made on the positions both conditions scored.
 """
 
 from __future__ import annotations

@@ -8,7 +8,15 @@ Usable with any Hugging Face causal LM (RoPE or not), outside the pipeline:
 """
 
 from .cache import StreamingLM
-from .evaluate import nll_fast, nll_loop, nll_recompute
+from .evaluate import nll_fast, nll_fast_many, nll_loop, nll_recompute
 from .policies import Policy, parse
 
-__all__ = ["Policy", "StreamingLM", "nll_fast", "nll_loop", "nll_recompute", "parse"]
+__all__ = [
+    "Policy",
+    "StreamingLM",
+    "nll_fast",
+    "nll_fast_many",
+    "nll_loop",
+    "nll_recompute",
+    "parse",
+]

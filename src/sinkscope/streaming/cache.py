@@ -84,6 +84,12 @@ class KVStore:
         self.keys = [k.index_select(2, where) for k in self.keys]
         self.values = [v.index_select(2, where) for v in self.values]
 
+    def copy(self) -> KVStore:
+        """Another store holding the same tokens (the tensors are never changed in place)."""
+        other = KVStore(self.n_layers)
+        other.index, other.keys, other.values = self.index, list(self.keys), list(self.values)
+        return other
+
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)
 
@@ -92,15 +98,12 @@ class _StepCache:
     """The `cache` of one forward of a single new token at cache position m - 1."""
 
     def __init__(self, store: KVStore, rotary: Rotary, m: int):
-        self.store, self.rotary, self.m = store, rotary, m
-        self.positions = torch.arange(m)
+        self.store, self.m = store, m
+        self.unrotate, self.place = rotary.by(torch.tensor([-(m - 1)])), rotary.by(torch.arange(m))
 
     def update(self, keys: torch.Tensor, values: torch.Tensor, layer: int, *args, **kwargs):
-        pre = self.rotary.shift(keys, layer, torch.tensor([-(self.m - 1)]))
-        self.store.append(layer, pre, values)
-        return self.rotary.shift(self.store.keys[layer], layer, self.positions), self.store.values[
-            layer
-        ]
+        self.store.append(layer, self.unrotate(keys, layer), values)
+        return self.place(self.store.keys[layer], layer), self.store.values[layer]
 
     def get_seq_length(self, layer: int = 0) -> int:
         return self.m - 1
@@ -110,10 +113,10 @@ class _PrefillCache:
     """The `cache` of one causal pass over the first tokens, at positions 0, 1, ..."""
 
     def __init__(self, store: KVStore, rotary: Rotary, n: int):
-        self.store, self.rotary, self.positions = store, rotary, torch.arange(n)
+        self.store, self.unrotate = store, rotary.by(-torch.arange(n))
 
     def update(self, keys: torch.Tensor, values: torch.Tensor, layer: int, *args, **kwargs):
-        self.store.append(layer, self.rotary.shift(keys, layer, -self.positions), values)
+        self.store.append(layer, self.unrotate(keys, layer), values)
         return keys, values
 
     def get_seq_length(self, layer: int = 0) -> int:
@@ -168,7 +171,7 @@ class StreamingLM:
         if self.policy.kind == "recompute":
             self.recent = [*self.recent, token][-self.policy.size :]
             ids = torch.tensor([self.recent], device=self.device)
-            return self.model(input_ids=ids, use_cache=False).logits[0, -1]
+            return self.model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[0, -1]
         kept = torch.tensor(self.policy.kept(t))
         if len(self.store):
             self.store.keep(torch.isin(self.store.index, kept))

@@ -8,10 +8,14 @@ loop gives them: a recent key j sits t - j before the query, as in the text, so 
 are shared by all queries of the chunk; a sink key j sits m_t - 1 - j before it (m_t: the cache
 length of query t), so each query gets its own copy of the sink keys, re-rotated exactly.
 The hidden states of a token only depend on its own step, so processing a chunk of queries
-at once gives each the hidden states the loop would give it.
+at once gives each the hidden states the loop would give it. Each layer only receives the
+keys some query of the chunk can see (a sliding-window layer: the last window), so the
+attention costs what the policy needs, not the whole cache.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -33,35 +37,182 @@ def nll_loop(model: torch.nn.Module, ids: torch.Tensor, policy: Policy) -> torch
     return out
 
 
-class _ChunkCache:
-    """The `cache` of one forward of the queries [a, b): assembles each layer's keys."""
+@dataclass
+class _Chunk:
+    """Where the keys of one forward over the queries [a, b) sit, and who sees them.
 
-    def __init__(self, store, rotary, shared_pos, chunk_pos, copies, n_copies):
-        self.store, self.rotary = store, rotary
-        self.shared_pos, self.chunk_pos = shared_pos, chunk_pos
-        self.copies, self.n_copies = copies, n_copies  # per copy: (source row, position)
+    Per layer the keys are: copies of sink keys (one per query and sink, at that query's
+    cache positions), then stored keys (at shared positions), then the chunk's own keys.
+    `keep[window]` holds the copies and stored keys some query sees in a layer with that
+    sliding window (None: full attention); `visible[window]` is the (queries, kept keys) mask.
+    """
+
+    chunk_pos: torch.Tensor
+    shared_pos: torch.Tensor
+    n_sinks: int  # the most sinks a query of the chunk keeps
+    sink_of_copy: torch.Tensor
+    copy_pos: torch.Tensor
+    keep: dict[int | None, tuple[torch.Tensor, torch.Tensor]]
+    visible: dict[int | None, torch.Tensor]
+
+
+def _chunk(
+    policy: Policy, stored: torch.Tensor, a: int, b: int, windows: list, rotary: bool
+) -> _Chunk:
+    """The layout of the queries [a, b) given the stream indices `stored` in the cache."""
+    queries = torch.arange(a, b)
+    n_sinks, first = (torch.tensor(v) for v in zip(*map(policy.split, range(a, b)), strict=True))
+    last = n_sinks + queries - first  # cache position of each query (its cache length - 1)
+    f0, s_max = int(first.min()), int(n_sinks.max())
+    query_of_copy = torch.arange(b - a).repeat_interleave(s_max)
+    sink_of_copy = torch.arange(s_max).repeat(b - a)
+    if rotary:  # recent keys keep their text offsets; the query sits at t - f0 + S (small)
+        chunk_pos, shared_pos = queries - f0 + s_max, stored - f0 + s_max
+        copy_pos = (chunk_pos - last)[query_of_copy] + sink_of_copy
+    else:  # positions are baked in at the input: the query's cache slot
+        chunk_pos, shared_pos, copy_pos = last, 0 * stored, 0 * sink_of_copy
+    keys = torch.cat((stored, queries))[None, :]
+    t = queries[:, None]
+    sees_copy = sink_of_copy < n_sinks[query_of_copy]
+    sees_shared = (keys >= first[:, None]) & (keys <= t)
+    keep, visible = {}, {}
+    for window in set(windows):
+        copy_ok, shared_ok = sees_copy, sees_shared
+        if window:
+            copy_ok = copy_ok & (last[query_of_copy] - sink_of_copy < window)
+            shared_ok = shared_ok & (t - keys < window)
+        copies = copy_ok.nonzero().squeeze(1)
+        old = shared_ok[:, : len(stored)]
+        kept = old.any(0).nonzero().squeeze(1)
+        own_copy = query_of_copy[copies][None, :] == torch.arange(b - a)[:, None]
+        keep[window] = (copies, kept)
+        visible[window] = torch.cat((own_copy, old[:, kept], shared_ok[:, len(stored) :]), 1)
+    return _Chunk(chunk_pos, shared_pos, s_max, sink_of_copy, copy_pos, keep, visible)
+
+
+class _Head:
+    """Next-token NLL from a causal LM's last hidden states, read through its LM head one
+    vocabulary block at a time, so the (queries, vocabulary) logits are never materialised.
+
+    `check` compares the model's own logits of one query with this reading (final logit
+    soft-capping included), so a model whose head does more than that fails loudly.
+    """
+
+    def __init__(self, model: torch.nn.Module, block: int = 8192):
+        head = model.get_output_embeddings()
+        self.weight, self.bias, self.block = head.weight, head.bias, block
+        self.cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+
+    def capped(self, z: torch.Tensor) -> torch.Tensor:
+        z = z.float()
+        return z if self.cap is None else self.cap * torch.tanh(z / self.cap)
+
+    def logits(self, hidden: torch.Tensor, rows: slice) -> torch.Tensor:
+        bias = None if self.bias is None else self.bias[rows]
+        return self.capped(F.linear(hidden, self.weight[rows], bias))
+
+    def check(self, hidden: torch.Tensor, model_logits: torch.Tensor) -> None:
+        mine = self.logits(hidden, slice(None))
+        if not torch.allclose(mine, model_logits.float(), rtol=1e-4, atol=1e-4):
+            raise RuntimeError("the model's logits are not its LM head on its last hidden state")
+
+    def nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """-log softmax(logits)[target] per row of `hidden` (rows, dim)."""
+        top = total = None
+        for start in range(0, len(self.weight), self.block):
+            z = self.logits(hidden, slice(start, start + self.block))
+            block_top = z.amax(1)
+            if top is None:
+                top, total = block_top, torch.zeros_like(block_top)
+            new_top = torch.maximum(top, block_top)
+            total = total * (top - new_top).exp() + (z - new_top[:, None]).exp_().sum(1)
+            top = new_top
+        target = (hidden * self.weight[targets]).sum(1)
+        if self.bias is not None:
+            target = target + self.bias[targets]
+        return top + total.log() - self.capped(target)
+
+
+class _ChunkCache:
+    """The `cache` of one forward over a chunk of queries: assembles each layer's keys."""
+
+    def __init__(self, store: KVStore, rotary: Rotary, windows: list, chunk: _Chunk, device):
+        self.store, self.windows, self.n_sinks = store, windows, chunk.n_sinks
+        self.unrotate = rotary.by(-chunk.chunk_pos)
+        self.keep, self.place_copies, self.place_kept = {}, {}, {}
+        for window, (copies, kept) in chunk.keep.items():
+            self.keep[window] = (chunk.sink_of_copy[copies].to(device), kept.to(device))
+            self.place_copies[window] = rotary.by(chunk.copy_pos[copies])
+            self.place_kept[window] = rotary.by(chunk.shared_pos[kept])
         self.new: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def update(self, keys: torch.Tensor, values: torch.Tensor, layer: int, *args, **kwargs):
-        pre = self.rotary.shift(keys, layer, -self.chunk_pos)
+        pre = self.unrotate(keys, layer)
         self.new.append((pre, values))
+        window = self.windows[layer]
+        source, kept = self.keep[window]  # the sink of each copy some query sees; stored keys
+        store_k, store_v = self.store.keys[layer], self.store.values[layer]
         parts_k, parts_v = [], []
-        if self.n_copies:
-            store_k, store_v = self.store.keys[layer], self.store.values[layer]
-            all_pre = pre if store_k is None else torch.cat((store_k, pre), dim=2)
-            all_v = values if store_v is None else torch.cat((store_v, values), dim=2)
-            source, position = self.copies
-            parts_k.append(self.rotary.shift(all_pre[:, :, source], layer, position))
-            parts_v.append(all_v[:, :, source])
-        if len(self.store):
-            parts_k.append(self.rotary.shift(self.store.keys[layer], layer, self.shared_pos))
-            parts_v.append(self.store.values[layer])
-        parts_k.append(keys)
-        parts_v.append(values)
-        return torch.cat(parts_k, dim=2), torch.cat(parts_v, dim=2)
+        if len(source):  # the sinks are the first stream indices: stored, or in this chunk
+            n = self.n_sinks
+            sinks_k, sinks_v = pre[:, :, :n], values[:, :, :n]
+            if store_k is not None:
+                sinks_k = torch.cat((store_k[:, :, :n], sinks_k), dim=2)[:, :, :n]
+                sinks_v = torch.cat((store_v[:, :, :n], sinks_v), dim=2)[:, :, :n]
+            parts_k.append(self.place_copies[window](sinks_k[:, :, source], layer))
+            parts_v.append(sinks_v[:, :, source])
+        if len(kept):
+            parts_k.append(self.place_kept[window](store_k[:, :, kept], layer))
+            parts_v.append(store_v[:, :, kept])
+        return torch.cat((*parts_k, keys), dim=2), torch.cat((*parts_v, values), dim=2)
 
     def get_seq_length(self, layer: int = 0) -> int:
         return len(self.store)
+
+
+class _Scorer:
+    """The fast evaluation of one model on one stream, a chunk of queries per forward pass."""
+
+    def __init__(self, model: torch.nn.Module, ids: torch.Tensor, chunk: int):
+        self.model, self.ids, self.chunk = model, ids, chunk
+        self.rotary = Rotary.of(model)
+        self.windows, self.layer_types = layer_windows(model)
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.head = _Head(model)
+
+    def score(self, policy: Policy, store: KVStore, start: int, end: int, out: torch.Tensor):
+        """NLLs of the queries [start, end) into `out`; `store` holds the cache of query `start`
+        under `policy` and is updated."""
+        ids, device = self.ids, self.device
+        for a in tqdm(range(start, end, self.chunk), desc=f"fast {policy.name}", leave=False):
+            b = min(a + self.chunk, end)
+            layout = _chunk(policy, store.index, a, b, self.windows, bool(self.rotary))
+            visible = {w: v.to(device) for w, v in layout.visible.items()}
+            cache = _ChunkCache(store, self.rotary, self.windows, layout, device)
+            output = self.model(
+                input_ids=ids[a:b][None].to(device),
+                position_ids=layout.chunk_pos[None].to(device),
+                attention_mask=mask_argument(visible, self.windows, self.layer_types, self.dtype),
+                cache=cache,
+                use_cache=True,
+                output_hidden_states=True,
+                logits_to_keep=1 if a == 0 else torch.zeros(0, dtype=torch.long, device=device),
+            )
+            hidden = output.hidden_states[-1][0]
+            if a == 0:
+                self.head.check(hidden[-1], output.logits[0, -1])
+            out[a:b] = self.head.nll(hidden, ids[a + 1 : b + 1].to(device))
+            for layer, (keys, values) in enumerate(cache.new):
+                store.append(layer, keys, values)
+            store.index = torch.cat((store.index, torch.arange(a, b)))
+            _evict(store, policy, b)
+
+
+def _evict(store: KVStore, policy: Policy, t: int) -> None:
+    """Keep what the query at t can see: the sinks and the recent tokens."""
+    sinks, first = policy.split(t)
+    store.keep((store.index < sinks) | (store.index >= first))
 
 
 @torch.no_grad()
@@ -71,73 +222,38 @@ def nll_fast(
     """The same NLLs as `nll_loop`, computed `chunk` queries per forward pass."""
     if policy.kind == "recompute":
         return nll_recompute(model, ids, policy.size, torch.arange(len(ids) - 1), chunk)
-    rotary = Rotary.of(model)
-    windows, layer_types = layer_windows(model)
-    device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
-    store = KVStore(len(windows))
-    n = len(ids) - 1
-    out = torch.empty(n, dtype=torch.float64)
-    for a in tqdm(range(0, n, chunk), desc=f"fast {policy.name}", leave=False):
-        b = min(a + chunk, n)
-        queries = torch.arange(a, b)
-        split = [policy.split(t) for t in range(a, b)]
-        n_sinks = torch.tensor([s for s, _ in split])
-        first = torch.tensor([f for _, f in split])
-        m = n_sinks + queries - first + 1
-        stored = store.index
-        candidates = torch.cat((stored, queries))
-        # positions: the shared (recent) keys keep their text offsets; the query sits at
-        # P(t) = t - f0 + S, small numbers as in the loop. Without RoPE: the cache slot.
-        f0, s_max = int(first.min()), int(n_sinks.max())
-        if rotary:
-            chunk_pos = queries - f0 + s_max
-            shared_pos = stored - f0 + s_max
-        else:
-            chunk_pos = m - 1
-            shared_pos = torch.zeros(len(stored), dtype=torch.long)
-        # per-query copies of the sink keys j < n_sinks[t], at cache position j
-        q_of_copy = torch.arange(len(queries)).repeat_interleave(s_max)
-        j_of_copy = torch.arange(s_max).repeat(len(queries))
-        copy_pos = (chunk_pos - (m - 1))[q_of_copy] + j_of_copy if rotary else 0 * j_of_copy
-        source = torch.searchsorted(candidates, j_of_copy)
-        visible = {}
-        for window in set(windows):
-            t = queries[:, None]
-            j_shared = candidates[None, :]
-            see_shared = (j_shared >= first[:, None]) & (j_shared <= t)
-            see_copy = torch.arange(s_max)[None, :] < n_sinks[:, None]
-            if window:
-                see_shared &= (t - j_shared) < window
-                see_copy &= ((m - 1)[:, None] - torch.arange(s_max)[None, :]) < window
-            copy_block = torch.zeros(len(queries), len(queries), s_max, dtype=torch.bool)
-            rows = torch.arange(len(queries))
-            copy_block[rows, rows] = see_copy
-            copy_block = copy_block.view(len(queries), -1)
-            visible[window] = torch.cat((copy_block, see_shared), dim=1).to(device)
-        mask = mask_argument(visible, windows, layer_types, dtype)
-        cache = _ChunkCache(
-            store,
-            rotary,
-            shared_pos.to(device),
-            chunk_pos.to(device),
-            (source.to(device), copy_pos.to(device)),
-            len(q_of_copy),
-        )
-        logits = model(
-            input_ids=ids[a:b][None].to(device),
-            position_ids=chunk_pos[None].to(device),
-            attention_mask=mask,
-            cache=cache,
-            use_cache=True,
-        ).logits[0]
-        out[a:b] = F.cross_entropy(logits.float(), ids[a + 1 : b + 1].to(device), reduction="none")
-        for layer, (keys, values) in enumerate(cache.new):
-            store.append(layer, keys, values)
-        store.index = candidates
-        # keep what the next queries can still see: the sinks and the recent tokens
-        next_sinks, next_first = policy.split(b)
-        store.keep((store.index < next_sinks) | (store.index >= next_first))
+    return nll_fast_many(model, ids, [policy], chunk)[0]
+
+
+@torch.no_grad()
+def nll_fast_many(
+    model: torch.nn.Module,
+    ids: torch.Tensor,
+    policies: list[Policy],
+    chunk: int = 256,
+    ends: list[int] | None = None,
+) -> list[torch.Tensor]:
+    """`nll_fast` of several cache policies (or the full cache) on one stream; policy i scores
+    the queries t < ends[i] (default: all).
+
+    Until the smallest cache is full, every policy keeps every token at the same positions, so
+    those queries are scored once, under the full cache, and each policy goes on from there.
+    """
+    if any(policy.kind == "recompute" for policy in policies):
+        raise ValueError("re-computation keeps no cache: score it with nll_recompute")
+    ends = ends or [len(ids) - 1] * len(policies)
+    shared = min(ends + [policy.size for policy in policies if policy.size is not None])
+    scorer = _Scorer(model, ids, chunk)
+    store = KVStore(len(scorer.windows))
+    prefix = torch.empty(shared, dtype=torch.float64)
+    scorer.score(Policy("full"), store, 0, shared, prefix)
+    out = []
+    for policy, end in zip(policies, ends, strict=True):
+        nll = torch.cat((prefix, torch.empty(end - shared, dtype=torch.float64)))
+        own = store.copy()
+        _evict(own, policy, shared)
+        scorer.score(policy, own, shared, end, nll)
+        out.append(nll)
     return out
 
 
@@ -148,25 +264,27 @@ def nll_recompute(
     """NLL at the given stream indices with the last `size` tokens re-encoded from scratch.
 
     Query t reads ids[max(0, t - size + 1) : t + 1] at positions 0, 1, ...; the windows of
-    one batch have the same length, so they are stacked without padding.
+    one batch have the same length, so they are stacked without padding. Only the scored
+    positions go through the LM head.
     """
     device = next(model.parameters()).device
     out = torch.empty(len(positions), dtype=torch.float64)
     head = positions < size - 1
     if head.any():  # queries before the window is full: one causal pass over the prefix
-        last = int(positions[head].max())
-        logits = model(input_ids=ids[: last + 1][None].to(device), use_cache=False).logits[0]
         rows = positions[head]
-        out[head] = F.cross_entropy(
-            logits[rows].float(), ids[rows + 1].to(device), reduction="none"
-        ).double()
+        logits = model(
+            input_ids=ids[: int(rows.max()) + 1][None].to(device),
+            use_cache=False,
+            logits_to_keep=rows.to(device),
+        ).logits[0]
+        nll = F.cross_entropy(logits.float(), ids[rows + 1].to(device), reduction="none")
+        out[head] = nll.cpu().double()
     tail = (~head).nonzero().squeeze(1)
     for start in tqdm(range(0, len(tail), batch), desc=f"recompute {size}", leave=False):
         rows = tail[start : start + batch]
         t = positions[rows]
         windows = torch.stack([ids[int(q) - size + 1 : int(q) + 1] for q in t])
-        logits = model(input_ids=windows.to(device), use_cache=False).logits[:, -1]
-        out[rows] = F.cross_entropy(
-            logits.float(), ids[t + 1].to(device), reduction="none"
-        ).double()
+        logits = model(input_ids=windows.to(device), use_cache=False, logits_to_keep=1).logits
+        nll = F.cross_entropy(logits[:, -1].float(), ids[t + 1].to(device), reduction="none")
+        out[rows] = nll.cpu().double()
     return out

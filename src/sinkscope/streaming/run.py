@@ -1,19 +1,33 @@
-"""Per-token NLL of a model on a long text under the policies of S3 and S4, in one table."""
+"""Per-token NLL of a model on a long text under the policies of S3 and S4, one part at a time.
+
+The parts are independent (one job each in the workflow, so they spread over the cores):
+- `window`: 0 + C, window attention, on all text tokens;
+- `sinks`: S + (C - S), the StreamingLLM cache with the first S stream tokens, on all of them;
+- `newline`: the model's prefix replaced by S newline tokens, kept as sinks, on all of them;
+- `short`: k + (C - k) for the other k of S4 on the first `short_tokens`, and the full cache on
+  as many of them as the model's context holds;
+- `recompute`: re-computation of the last C tokens at every `recompute_every`-th position once
+  the window is full (each position costs a C-token pass).
+The stream is the model's own prefix (Gemma: <bos>) and the text; S is `newline_sinks`.
+"""
 
 from __future__ import annotations
 
 import pandas as pd
 import torch
 
-from .evaluate import nll_fast, nll_recompute
+from .evaluate import nll_fast, nll_fast_many, nll_recompute
 from .policies import Policy
 from .text import model_prefix, newline_ids
 
+PARTS = ("window", "sinks", "newline", "short", "recompute")
 
-def stream_nll(
+
+def part_nll(
     model: torch.nn.Module,
     text: torch.Tensor,
     tokenizer,
+    part: str,
     cache: int,
     sinks: list[int],
     newline_sinks: int,
@@ -21,21 +35,12 @@ def stream_nll(
     recompute_every: int,
     chunk: int,
 ) -> pd.DataFrame:
-    """One row per (condition, text position i >= 1): NLL of text[i] from the stream before it.
-
-    The stream is the model's own prefix (Gemma: <bos>) and the text. Conditions:
-    - `k+r`: the StreamingLLM cache with the first k stream tokens and r recent ones
-      (k = 0: window attention), on all text tokens for k = 0 and k = `newline_sinks` (S3),
-      on the first `short_tokens` for the other k (S4);
-    - `nl+r`: the model's prefix replaced by `newline_sinks` newline tokens, kept as sinks;
-    - `recompute C`: re-computation of the last C tokens, at every `recompute_every`-th position
-      once the window is full (it costs C tokens per position);
-    - `full`: the full cache on the first `short_tokens` text tokens (keep it within the
-      model's context).
-    """
+    """One row per (condition, text position i >= 1): NLL of text[i] from the stream before it."""
+    if part not in PARTS:
+        raise ValueError(f"unknown part {part!r}; expected one of {PARTS}")
     prefix = model_prefix(tokenizer)
     stream = torch.cat((torch.tensor(prefix, dtype=torch.long), text))
-    n_text = len(text)
+    short = stream[: len(prefix) + min(len(text), short_tokens)]
     rows = []
 
     def add(condition: str, nll: torch.Tensor, offset: int, positions=None) -> None:
@@ -48,27 +53,27 @@ def stream_nll(
             )
         )
 
-    for k in sinks:
-        n = n_text if k in (0, newline_sinks) else min(n_text, short_tokens)
-        add(
-            f"{k}+{cache - k}",
-            nll_fast(model, stream[: len(prefix) + n], Policy("cache", cache, k), chunk),
-            len(prefix),
-        )
-    nl = torch.tensor(newline_ids(tokenizer, newline_sinks), dtype=torch.long)
-    add(
-        f"nl+{cache - len(nl)}",
-        nll_fast(model, torch.cat((nl, text)), Policy("cache", cache, len(nl)), chunk),
-        len(nl),
-    )
-    n_full = min(n_text, short_tokens)
-    add("full", nll_fast(model, stream[: len(prefix) + n_full], Policy("full"), chunk), len(prefix))
-    first = max(cache, len(prefix) + 1)
-    at = torch.arange(first, len(stream) - 1, recompute_every)
-    add(
-        f"recompute {cache}",
-        nll_recompute(model, stream, cache, at, batch=8),
-        0,
-        positions=at + 1 - len(prefix),
-    )
+    def add_cache(ids: torch.Tensor, k: int, offset: int, label: str | None = None) -> None:
+        policy = Policy("cache", cache, k)
+        add(label or policy.name, nll_fast(model, ids, policy, chunk), offset)
+
+    if part == "window":
+        add_cache(stream, 0, len(prefix))
+    elif part == "sinks":
+        add_cache(stream, newline_sinks, len(prefix))
+    elif part == "newline":
+        nl = torch.tensor(newline_ids(tokenizer, newline_sinks), dtype=torch.long)
+        add_cache(torch.cat((nl, text)), len(nl), len(nl), f"nl+{cache - len(nl)}")
+    elif part == "short":  # one stream: the tokens before the cache fills are scored once
+        policies = [Policy("cache", cache, k) for k in sinks if k not in (0, newline_sinks)]
+        context = model.config.get_text_config().max_position_embeddings
+        ends = [len(short) - 1] * len(policies) + [min(len(short), context) - 1]
+        policies.append(Policy("full"))
+        nlls = nll_fast_many(model, short, policies, chunk, ends)
+        for policy, nll in zip(policies, nlls, strict=True):
+            add(policy.name, nll, len(prefix))
+    else:
+        at = torch.arange(max(cache, len(prefix) + 1), len(stream) - 1, recompute_every)
+        nll = nll_recompute(model, stream, cache, at, batch=8)
+        add(f"recompute {cache}", nll, 0, positions=at + 1 - len(prefix))
     return pd.concat(rows, ignore_index=True)
