@@ -26,6 +26,8 @@ include: "workflow/rules/extract.smk"
 include: "workflow/rules/diagnostics.smk"
 # --- further stages: streaming (issue 5) ---
 include: "workflow/rules/streaming.smk"
+# --- mitigation stage (issue 6) ---
+include: "workflow/rules/mitigation.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/scorecard.smk"
 

@@ -98,7 +98,7 @@ def test_scorecard_has_a_row_per_claim(smoke):
     assert len(card) == len(load_claims())
     assert set(card[card.exhibit == "S1"].verdict) == {REPLICATED}
     measured = {path.parent.name for path in (smoke / "results").glob("*/claims.json")}
-    assert set(card[~card.exhibit.isin(measured)].verdict) == {NOT_RUN}
+    assert set(card[~card.exhibit.isin(measured)].verdict) <= {NOT_RUN}  # every exhibit may run
     assert (card.scale == "smoke").all()
     assert "| S1 | S1.sink_share |" in (smoke / "results" / "scorecard.md").read_text()
 

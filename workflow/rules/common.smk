@@ -2,11 +2,31 @@
 
 ENV = "../../envs/sinkscope.yaml"
 
+# --- mitigation stage (issue 6): the ViTs it trains are models too (resources/models/<name>/) ---
+from sinkscope.vision.variants import trained_models
+
+TRAINED = trained_models(config["mitigation"])
+if clash := sorted(set(TRAINED) & set(config["registry"])):
+    raise WorkflowError(f"registry models {clash} have the names of trained ViTs; rename them")
+TRAINED_SEED0 = [name for name, info in TRAINED.items() if info["seed"] == 0]
+MITIGATION_DATA = config["mitigation"]["data"]
+MITIGATION_IMAGES = ([MITIGATION_DATA["procedural"]["file"]]
+                     if "procedural" in [MITIGATION_DATA["source"], *MITIGATION_DATA["segmentation"]]
+                     else [])
+
+
+def model_entry(name):
+    """What the rules need to know of a model (modality, registers, mem_mb): its registry entry,
+    or the description of a ViT the mitigation stage trains."""
+    return TRAINED[name] if name in TRAINED else config["registry"][name]
+
+
 def models_of(modality=None, registers=False):
-    """The models of this scale, optionally only those of a modality or with registers."""
-    return [m for m in config["models"]
-            if modality in (None, config["registry"][m]["modality"])
-            and (not registers or config["registry"][m].get("registers", 0) > 0)]
+    """The models of this scale (the registry's, then the seed-0 trained ViTs), optionally only
+    those of a modality or with registers."""
+    return [m for m in config["models"] + TRAINED_SEED0
+            if modality in (None, model_entry(m)["modality"])
+            and (not registers or model_entry(m).get("registers", 0) > 0)]
 
 
 # The diagnostics exhibits, their tables, and the models each runs on (U6: register models only,
@@ -35,6 +55,13 @@ EXHIBITS = {
         "D4": ["seeds", "curves"],
         "D5": ["runs", "curves"],
         "D6": ["norms", "slopes"],
+    }.items()},
+    # --- mitigation exhibits (issue 6) ---
+    **{exhibit: [f"results/{exhibit}/{name}.parquet" for name in names]
+       + [f"figures/{exhibit}.png", f"figures/{exhibit}.pdf"] for exhibit, names in {
+        "U8": ["table", "probes", "curves"],
+        "U9": ["table", "events"],
+        "S8": ["shares", "histogram", "maps"],
     }.items()},
     # --- streaming exhibits (issue 5) ---
     **{exhibit: tables + [f"figures/{exhibit}.png", f"figures/{exhibit}.pdf"] for exhibit, tables in {

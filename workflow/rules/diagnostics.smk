@@ -32,7 +32,7 @@ for exhibit in DIAGNOSTICS:
         params:
             exhibit=exhibit,
             models=DIAGNOSTICS_MODELS[exhibit],
-            registers={m: config["registry"][m].get("registers", 0) for m in DIAGNOSTICS_MODELS[exhibit]},
+            registers={m: model_entry(m).get("registers", 0) for m in DIAGNOSTICS_MODELS[exhibit]},
             claim_model=claim_model(exhibit),
             diagnostics=config["diagnostics"],
             scale=config["scale"],

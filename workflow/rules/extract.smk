@@ -14,8 +14,11 @@ DATA = {**config["data"], "text": {**config["data"]["text"], "file": repo_path(c
 
 
 def corpus_input(model):
-    """The local corpus file a text model's windows are cut from (none for hub text or images)."""
-    is_text = config["registry"][model]["modality"] == "text"
+    """The local file a model's inputs come from: the corpus of a text model, the procedural
+    images of a ViT trained on them (none for hub text or photos)."""
+    if model in TRAINED:
+        return MITIGATION_IMAGES
+    is_text = model_entry(model)["modality"] == "text"
     return [DATA["text"]["file"]] if is_text and DATA["text"]["source"] == "file" else []
 
 
@@ -54,7 +57,7 @@ rule extract:
     log:
         "logs/extract/{model}.log",
     resources:
-        mem_mb=lambda w: config["registry"][w.model].get("mem_mb", 4000) + 2000,
+        mem_mb=lambda w: model_entry(w.model).get("mem_mb", 4000) + 2000,
         runtime=120,
     conda:
         ENV
@@ -70,7 +73,7 @@ rule qk_spectra:
     log:
         "logs/extract/{model}_qk.log",
     resources:
-        mem_mb=lambda w: config["registry"][w.model].get("mem_mb", 4000),
+        mem_mb=lambda w: model_entry(w.model).get("mem_mb", 4000),
         runtime=20,
     conda:
         ENV
@@ -93,7 +96,7 @@ rule intervention:
     log:
         "logs/extract/{model}_intervention.log",
     resources:
-        mem_mb=lambda w: config["registry"][w.model].get("mem_mb", 4000) + 2000,
+        mem_mb=lambda w: model_entry(w.model).get("mem_mb", 4000) + 2000,
         runtime=60,
     conda:
         ENV

@@ -237,3 +237,29 @@ for exhibit, tables in STREAMING_FIGURE_INPUTS.items():
             ENV
         script:
             "../scripts/figure_streaming.py"
+
+
+# --- mitigation figures (issue 6) ---
+for exhibit in ("U8", "U9", "S8"):
+
+    rule:
+        name:
+            f"figure_{exhibit}"
+        input:
+            [path for path in EXHIBITS[exhibit] if path.endswith(".parquet")],
+        output:
+            png=report(f"figures/{exhibit}.png", caption=f"../report/{exhibit}.rst",
+                       category="Mitigation", labels={"exhibit": exhibit}),
+            pdf=f"figures/{exhibit}.pdf",
+        params:
+            exhibit=exhibit,
+            scale=config["scale"],
+        log:
+            f"logs/figures/{exhibit}.log",
+        resources:
+            mem_mb=2000,
+            runtime=5,
+        conda:
+            ENV
+        script:
+            "../scripts/figure_mitigation.py"

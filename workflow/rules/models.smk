@@ -4,11 +4,16 @@
 import re
 
 
-wildcard_constraints:
-    model="|".join(re.escape(name) for name in config["registry"]),
+REGISTRY_NAMES = "|".join(re.escape(name) for name in config["registry"])
+
+
+wildcard_constraints:  # registry models and the ViTs the mitigation stage trains (issue 6)
+    model="|".join(re.escape(name) for name in [*config["registry"], *TRAINED]),
 
 
 rule materialise_model:
+    wildcard_constraints:
+        model=REGISTRY_NAMES,  # trained ViTs' manifests come from rule mitigation_train
     output:
         "resources/models/{model}/manifest.json",
     params:

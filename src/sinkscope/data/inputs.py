@@ -35,7 +35,9 @@ def model_inputs(
         )
     settings = data["images"]
     size = manifest["preprocessing"]["image_size"]
-    if settings["source"] == "imagenet":
+    if manifest.get("inputs", {}).get("dataset") == "procedural":  # a ViT trained on them
+        pictures = _procedural(manifest["inputs"], settings["n_images"], size)
+    elif settings["source"] == "imagenet":
         pictures = images.imagenet_val(
             settings["imagenet_val"], settings["n_images"], size, settings["seed"]
         )
@@ -50,6 +52,20 @@ def model_inputs(
             "pixels": [p.tobytes() for p in pictures],
         }
     )
+
+
+def _procedural(source: dict[str, Any], n: int, size: int) -> np.ndarray:
+    """The first `n` held-out procedural images a ViT of the mitigation stage is analysed on."""
+    from ..vision.images import arrays
+
+    pictures = arrays(pd.read_parquet(source["file"]), source["split"])[0]
+    if len(pictures) < n or pictures.shape[1] != size:
+        raise ValueError(
+            f"{source['file']} holds {len(pictures)} {source['split']} images of "
+            f"{pictures.shape[1]} px; data.images.n_images asks for {n} of {size} px "
+            "(raise mitigation.data.procedural.diagnostic)"
+        )
+    return pictures[:n]
 
 
 def batches(

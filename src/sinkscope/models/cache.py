@@ -135,6 +135,13 @@ def load_model(
 
         model = timm.create_model(manifest["architecture"], pretrained=False)
         load_safetensors(model, str(Path(cache_dir) / "model.safetensors"))
+    elif manifest["format"] == "sinkscope-vit":  # a ViT variant trained by the mitigation stage
+        from safetensors.torch import load_model as load_safetensors
+
+        from ..vision.models import SinkscopeViT, ViTConfig
+
+        model = SinkscopeViT(ViTConfig(**manifest["vit_config"]))
+        load_safetensors(model, str(Path(cache_dir) / "model.safetensors"))
     else:
         import transformers
 

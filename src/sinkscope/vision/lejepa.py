@@ -1,0 +1,276 @@
+"""LeJEPA pretraining of a ViT variant: multi-view invariance plus SIGReg, with an online probe.
+
+Loss (LeJEPA): with z the projector outputs of all V views of a batch and c the mean over the
+global views of each image,
+
+    L = (1 - lambda) * mean ||z_v - c||^2 + lambda * mean_v SIGReg(z_v),
+
+SIGReg taken per view over the batch along random slices drawn afresh at every step. An online
+linear probe on the detached CLS embedding of the global views learns the image classes beside
+it (its gradient does not reach the encoder); its accuracy on held-out images is logged.
+
+Determinism: the initialisation derives from `seeds.init`; the batch, the views and the slices
+of step s from (`seeds.data`, s). A checkpoint (written atomically every `checkpoint_every` steps)
+holds the weights, optimiser and schedule states, the step and the log, so a resumed run ends
+with the weights of an uninterrupted one (bit-identical on the CPU).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..provenance import atomic_path
+from ..toys.train import run_key
+from . import augment, datasets, sigreg
+from .models import SinkscopeViT, ViTConfig, build
+
+CURVE_COLUMNS = [
+    "step",
+    "loss",
+    "invariance",
+    "sigreg",
+    "probe_loss",
+    "probe_train_acc",
+    "probe_eval_acc",
+    "lr",
+]
+NO_DECAY = ("cls_token", "reg_token", "pos_embed")  # nor biases and norms (1-D)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    warmup: int
+    lambd: float  # SIGReg weight (lambda)
+    slices: int
+    knots: int
+    t_max: float
+    projector_hidden: int
+    projector_out: int
+    probe_lr: float
+    log_every: int
+    checkpoint_every: int
+    eval_images: int
+    clip: float = 1.0
+    workers: int = 0
+    precision: str = "float32"  # bfloat16: autocast of the forward passes on CUDA
+    grad_checkpointing: bool = False  # recompute block activations in the backward pass
+
+
+@dataclass(frozen=True)
+class Seeds:
+    init: int
+    data: int
+
+
+class LeJEPA(torch.nn.Module):
+    """Encoder, projector (3-layer MLP with BatchNorm) and online linear probe."""
+
+    def __init__(self, encoder: SinkscopeViT, hidden: int, out: int, n_classes: int):
+        super().__init__()
+        dim = encoder.embed_dim
+        self.encoder = encoder
+        self.projector = torch.nn.Sequential(
+            torch.nn.Linear(dim, hidden),
+            torch.nn.BatchNorm1d(hidden),
+            torch.nn.GELU(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.BatchNorm1d(hidden),
+            torch.nn.GELU(),
+            torch.nn.Linear(hidden, out),
+        )
+        self.probe = torch.nn.Linear(dim, n_classes)
+
+
+def lejepa_loss(
+    global_z: torch.Tensor,
+    local_z: torch.Tensor | None,
+    n_global: int,
+    lambd: float,
+    slices: torch.Tensor,
+    t: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss, invariance, SIGReg) of view-major projections (G*B, K) and (L*B, K)."""
+    batch = global_z.shape[0] // n_global
+    per_view = [global_z.view(n_global, batch, -1)]
+    if local_z is not None:
+        per_view.append(local_z.view(-1, batch, local_z.shape[-1]))
+    every = torch.cat(per_view)  # (V, B, K)
+    centre = per_view[0].mean(0)
+    invariance = (every - centre).square().mean()
+    regulariser = torch.stack([sigreg.sigreg(z, slices, t) for z in every]).mean()
+    return (1 - lambd) * invariance + lambd * regulariser, invariance, regulariser
+
+
+def step_generator(seed: int, step: int, device: str) -> torch.Generator:
+    """The generator of step `step`'s views and slices."""
+    return torch.Generator(device=device).manual_seed(int(seed) * 1_000_003 + step)
+
+
+def _schedule(tcfg: TrainConfig):
+    def factor(step: int) -> float:  # linear warm-up, then cosine to zero at the last step
+        if step < tcfg.warmup:
+            return (step + 1) / tcfg.warmup
+        progress = (step - tcfg.warmup) / max(1, tcfg.steps - tcfg.warmup)
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+@torch.no_grad()
+def probe_accuracy(
+    model: LeJEPA, split: datasets.Split, mean, std, batch_size: int, device: str
+) -> float:
+    """Top-1 accuracy of the online probe on `split` (clean images)."""
+    was_training = model.training
+    model.eval()
+    correct = 0
+    for images, labels in datasets.batches(split, batch_size):
+        pixels = augment.normalise(images.to(device).float() / 255, mean, std)
+        logits = model.probe(model.encoder.embedding(pixels))
+        correct += (logits.argmax(-1).cpu() == labels).sum().item()
+    model.train(was_training)
+    return correct / max(1, len(split))
+
+
+def train(
+    vit: ViTConfig,
+    views: augment.ViewConfig,
+    tcfg: TrainConfig,
+    seeds: Seeds,
+    data: datasets.Split,
+    held_out: datasets.Split,
+    n_classes: int,
+    preprocessing: dict,
+    checkpoint: str | Path,
+    device: str = "cpu",
+    desc: str = "lejepa",
+) -> tuple[SinkscopeViT, pd.DataFrame]:
+    """Train (or resume from `checkpoint`) to `tcfg.steps`; return the encoder and the log."""
+    checkpoint = Path(checkpoint)
+    encoder = build(vit, seeds.init)
+    with torch.random.fork_rng(devices=[]):  # the projector and probe from the init seed too
+        torch.manual_seed(seeds.init + 1)
+        model = LeJEPA(encoder, tcfg.projector_hidden, tcfg.projector_out, n_classes)
+    model = model.to(device).train()
+    encoder.set_grad_checkpointing(tcfg.grad_checkpointing)
+    named = [(n, p) for n, p in model.named_parameters() if not n.startswith("probe.")]
+    backbone = [p for _, p in named]
+    decays = {n for n, p in named if p.ndim >= 2 and not n.endswith(NO_DECAY)}
+    decayed = [p for n, p in named if n in decays]
+    kept = [p for n, p in named if n not in decays]
+    opt = torch.optim.AdamW(
+        [
+            {"params": decayed, "lr": tcfg.lr, "weight_decay": tcfg.weight_decay},
+            {"params": kept, "lr": tcfg.lr, "weight_decay": 0.0},
+            {"params": model.probe.parameters(), "lr": tcfg.probe_lr, "weight_decay": 0.0},
+        ]
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(tcfg))
+    step, rows, running = 0, [], []
+    if checkpoint.exists():
+        state = torch.load(checkpoint, map_location=device, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        step, rows, running = state["step"], state["curve"], state["running"]
+    mean, std = preprocessing["mean"], preprocessing["std"]
+    t = sigreg.knots(tcfg.knots, tcfg.t_max, device=device)
+    held_out = held_out.subset(tcfg.eval_images)
+    autocast = torch.autocast(
+        "cuda", dtype=torch.bfloat16, enabled=tcfg.precision == "bfloat16" and device == "cuda"
+    )
+    order = datasets.StepOrder(len(data), tcfg.batch_size, seeds.data, step, tcfg.steps)
+    loader = datasets.batches(data, tcfg.batch_size, workers=tcfg.workers, order=order)
+    with tqdm(total=tcfg.steps, initial=step, desc=desc, leave=False) as bar:
+        for images, labels in loader:
+            gen = step_generator(seeds.data, step, device)
+            images, labels = images.to(device), labels.to(device)
+            global_views, local_views = augment.views(images, views, mean, std, gen)
+            with autocast:
+                embedding = model.encoder.embedding(global_views)
+                global_z = model.projector(embedding)
+                local_z = None
+                if local_views is not None:
+                    local_z = model.projector(model.encoder.embedding(local_views))
+            embedding, global_z = embedding.float(), global_z.float()
+            local_z = None if local_z is None else local_z.float()
+            slices = sigreg.random_slices(global_z.shape[-1], tcfg.slices, gen, device)
+            loss, invariance, regulariser = lejepa_loss(
+                global_z, local_z, views.n_global, tcfg.lambd, slices, t
+            )
+            logits = model.probe(embedding.detach())
+            targets = labels.repeat(views.n_global)
+            probe_loss = F.cross_entropy(logits, targets)
+            opt.zero_grad(set_to_none=True)
+            (loss + probe_loss).backward()
+            torch.nn.utils.clip_grad_norm_(backbone, tcfg.clip)
+            opt.step()
+            sched.step()
+            step += 1
+            accuracy = (logits.argmax(-1) == targets).float().mean()
+            running.append(
+                [t.item() for t in (loss, invariance, regulariser, probe_loss, accuracy)]
+            )
+            bar.update()
+            if step % tcfg.log_every == 0 or step == tcfg.steps:
+                means = np.mean(running, axis=0)
+                eval_acc = probe_accuracy(model, held_out, mean, std, tcfg.batch_size, device)
+                values = [step, *means.tolist(), eval_acc, sched.get_last_lr()[0]]
+                rows.append(dict(zip(CURVE_COLUMNS, values, strict=True)))
+                running = []
+                bar.set_postfix(loss=f"{means[0]:.3f}", probe=f"{eval_acc:.2f}")
+            if step % tcfg.checkpoint_every == 0 or step == tcfg.steps:
+                save_checkpoint(checkpoint, model, opt, sched, step, rows, running)
+    model.encoder.set_grad_checkpointing(False)
+    return model.encoder.eval(), pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+def fit(
+    vit: ViTConfig,
+    views: augment.ViewConfig,
+    tcfg: TrainConfig,
+    seeds: Seeds,
+    data: datasets.Split,
+    held_out: datasets.Split,
+    n_classes: int,
+    preprocessing: dict,
+    checkpoint_dir: str | Path,
+    device: str = "cpu",
+    desc: str = "lejepa",
+) -> tuple[SinkscopeViT, pd.DataFrame]:
+    """`train` with a checkpoint named by everything that determines the run, removed once the
+    run is done (an interrupted job resumes from it; a finished one leaves none behind)."""
+    key = run_key(vit, views, tcfg, seeds, n_classes, preprocessing, len(data), desc)
+    path = Path(checkpoint_dir) / f"{desc}-{key}.pt"
+    result = train(
+        vit, views, tcfg, seeds, data, held_out, n_classes, preprocessing, path, device, desc
+    )
+    path.unlink(missing_ok=True)
+    return result
+
+
+def save_checkpoint(path: Path, model, opt, sched, step: int, rows: list, running: list) -> None:
+    """The training state (no generator: every step's randomness derives from its seed)."""
+    state = {
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "scheduler": sched.state_dict(),
+        "step": step,
+        "curve": rows,
+        "running": running,  # per-step losses since the last log row
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)

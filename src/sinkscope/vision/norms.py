@@ -1,0 +1,82 @@
+"""S8: token norms at the output of a ViT and the attention map of its CLS token.
+
+Works for the timm variants of this stage and for transformers ViTs (DINOv2 with and without
+registers): the output of the last transformer layer is caught by a forward hook on that layer
+(before the final norm), the last layer's attention by `sinkscope.extract.hooked`. Tokens are
+CLS (position 0), registers (1..R) and patches (the rest, a square grid).
+
+The high-norm outlier share computed from these norms is `sinkscope.metrics.outlier_share`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import extract
+
+
+def token_kind(length: int, registers: int) -> np.ndarray:
+    """'cls', 'register' or 'patch' for each position of a sequence."""
+    kinds = np.full(length, "patch", dtype=object)
+    kinds[0] = "cls"
+    kinds[1 : 1 + registers] = "register"
+    return kinds
+
+
+@torch.no_grad()
+def output_norms(
+    model: torch.nn.Module,
+    batches: Iterable[tuple[dict, np.ndarray]],
+    registers: int,
+    n_maps: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per token of every sample: its norm at the last layer's output; and the last layer's
+    CLS attention over the patch grid (mean over heads) for the first `n_maps` samples."""
+    last = extract.attention_layers(model)[-1]
+    caught: dict = {}
+
+    def keep_output(module, args, output):
+        caught["hidden"] = output[0] if isinstance(output, tuple) else output
+
+    def keep_cls_attention(module, probs, values, visible, mixed):
+        if module is last.attention:
+            caught["cls"] = probs[:, :, 0].mean(1)  # (B, T): CLS query, mean over heads
+        return probs
+
+    rows, maps = [], []
+    handle = last.layer.register_forward_hook(keep_output)
+    try:
+        for inputs, samples in batches:
+            with extract.hooked(model, keep_cls_attention):
+                extract.forward(model, inputs)
+            norms = caught["hidden"].double().norm(dim=-1).cpu().numpy()  # (B, T)
+            kinds = token_kind(norms.shape[1], registers)
+            for row, sample in enumerate(samples):
+                rows.append(
+                    pd.DataFrame(
+                        {
+                            "sample": int(sample),
+                            "token": np.arange(norms.shape[1]),
+                            "kind": kinds,
+                            "norm": norms[row],
+                        }
+                    )
+                )
+                if sample < n_maps:
+                    cls = caught["cls"][row].float().cpu().numpy()
+                    weights = cls[1 + registers :]
+                    maps.append(
+                        {
+                            "sample": int(sample),
+                            "side": int(round(len(weights) ** 0.5)),
+                            "weights": weights,
+                            "register_mass": float(cls[1 : 1 + registers].sum()),
+                        }
+                    )
+    finally:
+        handle.remove()
+    return pd.concat(rows, ignore_index=True), pd.DataFrame(maps)

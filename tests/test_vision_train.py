@@ -1,0 +1,328 @@
+"""Vision (mitigation stage): LeJEPA training, resume, model caches, the exhibits' table work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from sinkscope.data.inputs import batches, model_inputs
+from sinkscope.exhibits import s8, u8, u9
+from sinkscope.models import load_model
+from sinkscope.models.cache import write_cache
+from sinkscope.vision import augment, datasets, images, lejepa, stage
+
+SETTINGS = {
+    "variants": ["baseline", "registers", "gate", "gate-registers"],
+    "n_seeds": 1,
+    "seeds": {"init": 0, "data": 10, "probe": 20},
+    "data": {
+        "source": "procedural",
+        "procedural": {
+            "file": "",
+            "classes": 3,
+            "train": 24,
+            "test": 8,
+            "diagnostic": 4,
+            "seed": 0,
+        },
+        "imagenet": {"train": "", "val": ""},
+        "segmentation": ["procedural"],
+        "ade20k": "",
+        "voc": "",
+    },
+    "preprocessing": {"mean": [0.5] * 3, "std": [0.25] * 3},
+    "arch": {
+        "image_size": 16,
+        "patch_size": 4,
+        "embed_dim": 16,
+        "depth": 2,
+        "num_heads": 2,
+        "mlp_ratio": 2.0,
+        "registers": 2,
+    },
+    "views": {
+        "global": 2,
+        "local": 1,
+        "local_size": 8,
+        "global_scale": [0.5, 1.0],
+        "local_scale": [0.2, 0.5],
+        "jitter": 0.4,
+    },
+    "train": {
+        "steps": 6,
+        "batch_size": 4,
+        "lr": 0.003,
+        "weight_decay": 0.05,
+        "warmup": 2,
+        "lambda": 0.05,
+        "slices": 8,
+        "knots": 9,
+        "t_max": 5.0,
+        "projector": {"hidden": 16, "out": 8},
+        "probe_lr": 0.01,
+        "log_every": 2,
+        "checkpoint_every": 2,
+        "eval_images": 4,
+        "workers": 0,
+        "precision": "float32",
+        "grad_checkpointing": False,
+    },
+    "probes": {
+        "epochs": 2,
+        "lr": 0.01,
+        "weight_decay": 0.0,
+        "batch_size": 8,
+        "max_train": 0,
+        "max_test": 0,
+        "feature_dtype": "float32",
+        "workers": 0,
+    },
+}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models: one thread is faster than two that wait on each other (and on neighbours)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    counts = {split: SETTINGS["data"]["procedural"][split] for split in images.SPLITS}
+    return images.generate(16, 3, counts, seed=0)
+
+
+def _train(table, checkpoint, variant="registers", data_seed=10, **train):
+    vit = stage.ViTConfig.of_variant(variant, SETTINGS["arch"])
+    data, held_out, classes = datasets.pretraining(SETTINGS["data"], table, 16)
+    return lejepa.train(
+        vit,
+        stage.view_config(SETTINGS),
+        stage.train_config({**SETTINGS, "train": {**SETTINGS["train"], **train}}),
+        lejepa.Seeds(init=0, data=data_seed),
+        data,
+        held_out,
+        classes,
+        stage.preprocessing(SETTINGS),
+        checkpoint,
+    )
+
+
+def test_views_are_seeded_and_shaped(table):
+    split = datasets.procedural(table, "train")
+    batch = next(datasets.batches(split, 4))[0]
+    cfg = stage.view_config(SETTINGS)
+    first = augment.views(batch, cfg, [0.5] * 3, [0.25] * 3, torch.Generator().manual_seed(1))
+    again = augment.views(batch, cfg, [0.5] * 3, [0.25] * 3, torch.Generator().manual_seed(1))
+    assert first[0].shape == (8, 3, 16, 16) and first[1].shape == (4, 3, 8, 8)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    assert not torch.equal(first[0][:4], first[0][4:])  # two different global views
+
+
+def test_full_crop_without_jitter_is_the_image_or_its_mirror():
+    images_ = torch.rand(6, 3, 8, 8)
+    gen = torch.Generator().manual_seed(0)
+    crops = augment.resized_crops(images_, 8, (1.0, 1.0), gen, aspect=(1.0, 1.0))
+    pairs = list(zip(crops, images_, strict=True))
+    flipped = [torch.allclose(c, i.flip(-1), atol=1e-5) for c, i in pairs]
+    same = [torch.allclose(c, i, atol=1e-5) for c, i in pairs]
+    assert all(a != b for a, b in zip(flipped, same, strict=True)) and any(flipped) and any(same)
+    half = augment.resized_crops(images_, 4, (0.25, 0.25), gen, aspect=(1.0, 1.0))
+    assert half.shape == (6, 3, 4, 4)
+
+
+def test_lejepa_loss_parts():
+    t = lejepa.sigreg.knots(9)
+    slices = lejepa.sigreg.random_slices(4, 8, torch.Generator().manual_seed(0))
+    z = torch.randn(2 * 16, 4, generator=torch.Generator().manual_seed(1))
+    same = torch.cat([z[:16], z[:16]])  # two identical global views: invariance 0
+    loss, invariance, regulariser = lejepa.lejepa_loss(same, None, 2, 0.05, slices, t)
+    assert invariance.item() == 0.0
+    assert loss.item() == pytest.approx(0.05 * regulariser.item())
+    local = torch.zeros(16, 4)
+    _, invariance, _ = lejepa.lejepa_loss(same, local, 2, 0.05, slices, t)
+    assert invariance.item() == pytest.approx((z[:16] ** 2).mean().item() / 3, rel=1e-5)
+
+
+def test_resume_gives_bit_identical_weights(table, tmp_path, monkeypatch):
+    full, full_curve = _train(table, tmp_path / "a.pt")
+    real_views, calls = augment.views, []
+
+    def crashing(*args, **kwargs):  # killed during step 4, after the checkpoint of step 2
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real_views(*args, **kwargs)
+
+    monkeypatch.setattr(augment, "views", crashing)
+    with pytest.raises(KeyboardInterrupt):
+        _train(table, tmp_path / "b.pt")
+    monkeypatch.setattr(augment, "views", real_views)
+    assert torch.load(tmp_path / "b.pt", weights_only=False)["step"] == 2
+    resumed, resumed_curve = _train(table, tmp_path / "b.pt")
+    for (name, p), q in zip(full.state_dict().items(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
+    pd.testing.assert_frame_equal(full_curve, resumed_curve)
+    assert list(full_curve.step) == [2, 4, 6] and full_curve.notna().all().all()
+    other, _ = _train(table, tmp_path / "c.pt", data_seed=11)
+    assert not torch.equal(other.reg_token, full.reg_token)
+
+
+def test_gradient_checkpointing_changes_no_weight(table, tmp_path):
+    plain, _ = _train(table, tmp_path / "a.pt", variant="gate", steps=2)
+    recomputed, _ = _train(
+        table, tmp_path / "b.pt", variant="gate", steps=2, grad_checkpointing=True
+    )
+    for (name, p), q in zip(
+        plain.state_dict().items(), recomputed.state_dict().values(), strict=True
+    ):
+        assert torch.equal(p, q), name
+    assert not recomputed.grad_checkpointing  # switched off again for the analyses
+
+
+def test_trained_variant_is_a_model_cache_the_diagnostics_read(table, tmp_path):
+    path = tmp_path / "images.parquet"
+    table.to_parquet(path)
+    settings = {
+        **SETTINGS,
+        "checkpoints": str(tmp_path / "checkpoints"),
+        "data": {
+            **SETTINGS["data"],
+            "procedural": {**SETTINGS["data"]["procedural"], "file": str(path)},
+        },
+    }
+    encoder, curve, manifest = stage.train_variant(settings, "gate-registers", 0, table, "cpu")
+    assert not list((tmp_path / "checkpoints").iterdir())  # removed once done
+    assert manifest["registers"] == 2 and manifest["vit_config"]["gate"] == "elementwise"
+    cache = tmp_path / "models" / manifest["name"]
+    write_cache(cache, encoder, manifest)
+    model, loaded = load_model(cache)
+    pixels = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        assert torch.equal(model.forward_features(pixels), encoder.forward_features(pixels))
+    data = {"images": {"source": "bundled", "imagenet_val": "", "n_images": 3, "seed": 0}}
+    inputs = model_inputs(loaded, cache, data)
+    diagnostic = images.arrays(table, "diagnostic")[0][:3]
+    assert [np.frombuffer(p, np.uint8).tobytes() for p in inputs.pixels] == [
+        d.tobytes() for d in diagnostic
+    ]
+    (batch, samples), *_ = batches(inputs, loaded, 4, "cpu")
+    assert batch["pixel_values"].shape == (3, 3, 16, 16) and list(samples) == [0, 1, 2]
+    result = stage.probe_model(settings, model, 0, table, "cpu")
+    assert list(result.metric) == ["top1", "miou"]
+    assert result.value.between(0, 100).all() and result["value"].iloc[1] <= 1
+
+
+# --- exhibits on hand-made tables -------------------------------------------------------------
+
+
+def _heads(sinks, ratios, sranks, registers_model=False):
+    """A heads table with one relaxed event per row, at layer 1."""
+    n = len(sinks)
+    return pd.DataFrame(
+        {
+            "sample": np.arange(n) % 2,
+            "layer": 1,
+            "head": np.arange(n),
+            "sink": sinks,
+            "event_relaxed": True,
+            "ratio_out": ratios,
+            "srank": sranks,
+        }
+    )
+
+
+def test_u9_counts_events_by_class_and_location():
+    models = {
+        "vit-baseline-s0": {"variant": "baseline", "seed": 0, "registers": 0},
+        "vit-gate-s0": {"variant": "gate", "seed": 0, "registers": 0},
+        "vit-registers-s0": {"variant": "registers", "seed": 0, "registers": 2},
+    }
+    heads = {
+        "vit-baseline-s0": _heads([0, 0, 5, 0], [0.1, 0.1, 0.9, 0.3], [2.0, 2.0, 1.2, 2.0]),
+        "vit-gate-s0": _heads([0, 5], [0.1, 0.9], [2.0, 1.2]),
+        "vit-registers-s0": _heads([1, 2, 5], [0.9, 0.9, 0.9], [1.1, 1.1, 1.1]),
+    }
+    events = u9.events(heads, models, first_counted_layer=1)
+    table = u9.summary(events, ["baseline", "registers", "gate"])
+    mean = table.set_index(["variant", "sink_class", "location"])["mean"]
+    assert mean[("baseline", "NOP", "cls")] == 1.0  # 2 NOP events on CLS over 2 images
+    assert mean[("baseline", "Broadcast", "patch")] == 0.5
+    assert mean[("baseline", "other", "all")] == 0.5
+    assert mean[("registers", "Broadcast", "register")] == 1.0
+    claims = u9.claims(table, events)
+    assert claims["U9.gate_removes_nop"][0] is True  # 0.5 < 1.0
+    assert claims["U9.registers_take_broadcast"][0] is True  # 2 of 3 on registers
+    assert claims["U9.baseline_nop_per_image"][0] == 1.0
+    assert claims["U9.baseline_broadcast_per_image"][0] == 0.5
+
+
+def test_u8_summary_and_claims():
+    rows = []
+    for variant, miou, top1 in (
+        ("baseline", 0.2, 50.0),
+        ("registers", 0.3, 50.5),
+        ("gate", 0.25, 49.8),
+        ("gate-registers", 0.35, 50.2),
+    ):
+        for seed, noise in enumerate((-0.01, 0.01)):
+            rows += [
+                {
+                    "dataset": "procedural",
+                    "task": "segmentation",
+                    "metric": "miou",
+                    "value": miou + noise,
+                    "variant": variant,
+                    "seed": seed,
+                },
+                {
+                    "dataset": "procedural",
+                    "task": "classification",
+                    "metric": "top1",
+                    "value": top1 + noise,
+                    "variant": variant,
+                    "seed": seed,
+                },
+            ]
+    table = u8.summary(pd.DataFrame(rows), ["baseline", "registers", "gate", "gate-registers"])
+    seg = table[table.task == "segmentation"].set_index("variant")
+    assert seg.loc["registers", "mean"] == pytest.approx(0.3)
+    assert seg.loc["registers", "std"] == pytest.approx(np.std([-0.01, 0.01], ddof=1))
+    claims = u8.claims(table)
+    assert claims["U8.registers_improve_segmentation"][0] is True
+    assert claims["U8.gate_improves_segmentation"][0] is True
+    assert claims["U8.gate_registers_best"][0] is True
+    assert claims["U8.classification_unchanged"][0] == pytest.approx(0.7)
+
+
+def test_s8_shares_and_claims():
+    rng = np.random.default_rng(0)
+    rows = []
+    for role, outliers in (("without", 5), ("with", 0)):
+        normal = rng.uniform(9, 11, 100 - outliers)
+        norm = np.r_[normal[:1], np.full(outliers, 100.0), normal[1:]]  # CLS first
+        rows.append(
+            pd.DataFrame(
+                {
+                    "model": f"m-{role}",
+                    "pair": "a / b",
+                    "role": role,
+                    "seed": 0,
+                    "kind": ["cls"] + ["patch"] * 99,
+                    "norm": norm,
+                }
+            )
+        )
+    tokens = pd.concat(rows, ignore_index=True)
+    table = s8.shares(tokens, {"kind": "relative", "value": 3.0})
+    assert list(table.outlier_share) == pytest.approx([100 * 5 / 99, 0.0])
+    claims = s8.claims(table)
+    assert claims["S8.outlier_share"][0] == pytest.approx(100 * 5 / 99)
+    assert claims["S8.registers_remove_outliers"][0] is True
+    hist = s8.histogram(tokens, 10)
+    assert hist.groupby("model")["count"].sum().tolist() == [100, 100]

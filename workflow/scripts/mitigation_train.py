@@ -1,0 +1,24 @@
+"""Train one replicate of one ViT variant with LeJEPA; write it as a model cache and its log."""
+
+from pathlib import Path
+
+import torch
+
+from sinkscope import logs
+from sinkscope.device import resolve_device
+from sinkscope.models.cache import write_cache
+from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.vision.stage import read_table, train_variant
+
+smk = snakemake  # noqa: F821 (provided by Snakemake)
+log = logs.setup(smk.log[0])
+torch.set_num_threads(smk.threads)
+device = resolve_device(smk.params.device)
+recorder = Recorder.from_snakemake(smk, device=device)
+table = read_table(smk.input.get("images"))
+encoder, curve, manifest = train_variant(
+    smk.params.settings, smk.wildcards.variant, int(smk.wildcards.seed), table, device
+)
+log.info("%s log:\n%s", manifest["name"], curve.to_string())
+write_parquet(curve, smk.output.curve, recorder.record())
+write_cache(Path(smk.output.manifest).parent, encoder.cpu(), manifest, provenance=recorder.record)
