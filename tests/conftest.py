@@ -14,6 +14,18 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # quiet progress bars in tests
 
 
 @pytest.fixture
+def one_thread():
+    """One torch thread: for tiny models a second one only waits on the first (and on neighbours
+    on a busy machine)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def default_config() -> dict:
     from sinkscope.config import load_config
 

@@ -26,13 +26,7 @@ from sinkscope.streaming.rope import Rotary, rotate
 TOL = 1e-4
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One thread: on a busy 2-core machine a second one only adds synchronisation waits."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see conftest
 
 
 def tiny_llama(seed: int = 0) -> LlamaForCausalLM:

@@ -82,13 +82,7 @@ SETTINGS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread is faster than two that wait on each other (and on neighbours)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see conftest
 
 
 @pytest.fixture(scope="module")
