@@ -1,24 +1,15 @@
 """D3 intervention: token similarity with the sink heads' attention replaced by uniform."""
 
-from pathlib import Path
-
 import pandas as pd
-import torch
 
-from sinkscope import diagnostics, logs
+from sinkscope import diagnostics
 from sinkscope.data.inputs import batches
-from sinkscope.device import resolve_device
 from sinkscope.extract import uniform_intervention
-from sinkscope.models import load_model
-from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.jobs import model_job
+from sinkscope.provenance import write_parquet
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-torch.set_num_threads(smk.threads)
-device = resolve_device(smk.params.device)
-recorder = Recorder.from_snakemake(smk, device=device)
-model, manifest = load_model(Path(smk.input.manifest).parent, device)
-recorder.add_model(manifest)
+log, device, recorder, model, manifest = model_job(smk)
 settings = smk.params.diagnostics
 chosen = diagnostics.sink_heads(
     pd.read_parquet(smk.input.heads),

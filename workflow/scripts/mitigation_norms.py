@@ -1,24 +1,14 @@
 """S8: token norms at the last layer's output and CLS attention maps of one ViT on its inputs."""
 
-from pathlib import Path
-
 import pandas as pd
-import torch
 
-from sinkscope import logs
 from sinkscope.data.inputs import batches
-from sinkscope.device import resolve_device
-from sinkscope.models import load_model
-from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.jobs import model_job
+from sinkscope.provenance import write_parquet
 from sinkscope.vision.norms import output_norms
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-torch.set_num_threads(smk.threads)
-device = resolve_device(smk.params.device)
-recorder = Recorder.from_snakemake(smk, device=device)
-model, manifest = load_model(Path(smk.input.manifest).parent, device)
-recorder.add_model(manifest)
+log, device, recorder, model, manifest = model_job(smk)
 table = pd.read_parquet(smk.input.inputs)
 norms, maps = output_norms(
     model,
