@@ -51,7 +51,8 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
     if _hook is not None:  # the hook's A V is the attention output, unless it changes the probs
         mixed = metrics.head_update(probs, value)
         changed = _hook(module, probs, value, _visibility(attention_mask, probs), mixed)
-        mixed, probs = (mixed, probs) if changed is probs else (None, changed)
+        if changed is not probs:
+            probs, mixed = changed, None
     if mixed is None or (module.training and dropout):
         probs = torch.nn.functional.dropout(probs, p=dropout, training=module.training)
         mixed = probs @ value
