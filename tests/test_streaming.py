@@ -272,15 +272,17 @@ def test_parts_give_every_condition_of_s3_and_s4():
         for c, rows in table.groupby("condition")
     }
     assert positions == {
-        ("window", "0+16"): (69, 1, 69),
-        ("sinks", "4+12"): (69, 1, 69),
+        ("cache", "0+16"): (69, 1, 69),
+        ("cache", "4+12"): (69, 1, 69),
+        ("cache", "1+15"): (39, 1, 39),
+        ("cache", "full"): (39, 1, 39),
         ("newline", "nl+12"): (69, 1, 69),
-        ("short", "1+15"): (39, 1, 39),
-        ("short", "full"): (39, 1, 39),
         ("recompute", "recompute 16"): (6, 17, 67),
     }
-    window = tables["window"].nll.to_numpy()
-    assert np.allclose(window, nll_loop(model, text, parse("0+16")).numpy(), atol=TOL)
+    by_condition = dict(list(tables["cache"].groupby("condition")))
+    for name in ("0+16", "4+12"):
+        loop = nll_loop(model, text, parse(name)).numpy()
+        assert np.allclose(by_condition[name].nll.to_numpy(), loop, atol=TOL)
     with pytest.raises(ValueError, match="unknown part"):
         part_nll(model, text, None, "sinks4", recompute_every=10, chunk=16, **settings)
 

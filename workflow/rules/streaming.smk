@@ -5,8 +5,10 @@ STREAMING = config["streaming"]
 STREAM_TEXT = {**STREAMING["text"], "file": repo_path(STREAMING["text"]["file"])}
 STREAM_CORPUS = [STREAM_TEXT["file"]] if STREAM_TEXT["source"] == "file" else []
 # S3/S4 run as independent parts per model (sinkscope.streaming.run.PARTS), one thread each, so
-# they spread over the cores. Each job's wall and CPU time go to logs/streaming/benchmark/.
-STREAM_PARTS = ["window", "sinks", "newline", "short", "recompute"]
+# they spread over the cores, the longest first (the priorities): `cache` streams the text under
+# six policies, `newline` under one, `recompute` re-encodes a window at a few positions; the
+# short jobs of S5-S9 fill the cores at the end. Job wall and CPU times: logs/streaming/benchmark/.
+STREAM_PARTS = {"cache": 2, "newline": 1, "recompute": 0}
 
 
 rule streaming_nll:
@@ -28,7 +30,7 @@ rule streaming_nll:
     benchmark:
         "logs/streaming/benchmark/nll_{model}_{part}.tsv"
     threads: 1
-    priority: 1  # the longest jobs first; the short ones of S5-S9 fill the cores at the end
+    priority: lambda wildcards: STREAM_PARTS[wildcards.part]
     resources:
         mem_mb=6000,
         runtime=60,

@@ -72,7 +72,8 @@ def s6_figure(table: pd.DataFrame, history: pd.DataFrame, scale: str):
     )
     ax_l.legend(fontsize=7)
     for variant, part in table.groupby("variant", sort=False):
-        ax_p.plot(part.sinks.astype(str), part.ppl, "o-", label=variant)
+        ax_p.plot(part.sinks, part.ppl, "o-", label=variant)
+    ax_p.set_xticks(sorted(table.sinks.unique()))
     ax_p.set(
         yscale="log",
         xlabel="initial tokens kept",

@@ -1,11 +1,11 @@
 """Per-token NLL of a model on a long text under the policies of S3 and S4, one part at a time.
 
 The parts are independent (one job each in the workflow, so they spread over the cores):
-- `window`: 0 + C, window attention, on all text tokens;
-- `sinks`: S + (C - S), the StreamingLLM cache with the first S stream tokens, on all of them;
+- `cache`: the cache policies on one stream, which score the tokens before the cache fills once:
+  0 + C (window attention) and S + (C - S) (StreamingLLM: the first S stream tokens kept) on
+  all text tokens, k + (C - k) for the other k of S4 on the first `short_tokens`, and the full
+  cache on as many of those as the model's context holds;
 - `newline`: the model's prefix replaced by S newline tokens, kept as sinks, on all of them;
-- `short`: k + (C - k) for the other k of S4 on the first `short_tokens`, and the full cache on
-  as many of them as the model's context holds;
 - `recompute`: re-computation of the last C tokens at every `recompute_every`-th position once
   the window is full (each position costs a C-token pass).
 The stream is the model's own prefix (Gemma: <bos>) and the text; S is `newline_sinks`.
@@ -20,7 +20,7 @@ from .evaluate import nll_fast, nll_fast_many, nll_recompute
 from .policies import Policy
 from .text import model_prefix, newline_ids
 
-PARTS = ("window", "sinks", "newline", "short", "recompute")
+PARTS = ("cache", "newline", "recompute")
 
 
 def part_nll(
@@ -53,25 +53,20 @@ def part_nll(
             )
         )
 
-    def add_cache(ids: torch.Tensor, k: int, offset: int, label: str | None = None) -> None:
-        policy = Policy("cache", cache, k)
-        add(label or policy.name, nll_fast(model, ids, policy, chunk), offset)
-
-    if part == "window":
-        add_cache(stream, 0, len(prefix))
-    elif part == "sinks":
-        add_cache(stream, newline_sinks, len(prefix))
-    elif part == "newline":
-        nl = torch.tensor(newline_ids(tokenizer, newline_sinks), dtype=torch.long)
-        add_cache(torch.cat((nl, text)), len(nl), len(nl), f"nl+{cache - len(nl)}")
-    elif part == "short":  # one stream: the tokens before the cache fills are scored once
-        policies = [Policy("cache", cache, k) for k in sinks if k not in (0, newline_sinks)]
+    if part == "cache":
+        every = [0, newline_sinks]  # S3's caches, on every text token; then S4's other counts
+        counts = dict.fromkeys(every + list(sinks))
         context = model.config.get_text_config().max_position_embeddings
-        ends = [len(short) - 1] * len(policies) + [min(len(short), context) - 1]
-        policies.append(Policy("full"))
-        nlls = nll_fast_many(model, short, policies, chunk, ends)
+        policies = [Policy("cache", cache, k) for k in counts] + [Policy("full")]
+        ends = [len(stream if k in every else short) - 1 for k in counts]
+        ends.append(min(len(short), context) - 1)
+        nlls = nll_fast_many(model, stream, policies, chunk, ends)
         for policy, nll in zip(policies, nlls, strict=True):
             add(policy.name, nll, len(prefix))
+    elif part == "newline":
+        nl = torch.tensor(newline_ids(tokenizer, newline_sinks), dtype=torch.long)
+        nll = nll_fast(model, torch.cat((nl, text)), Policy("cache", cache, len(nl)), chunk)
+        add(f"nl+{cache - len(nl)}", nll, len(nl))
     else:
         at = torch.arange(max(cache, len(prefix) + 1), len(stream) - 1, recompute_every)
         nll = nll_recompute(model, stream, cache, at, batch=8)
