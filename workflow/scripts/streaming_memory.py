@@ -1,30 +1,25 @@
 """S9: memory and attention cost per step, accounted by policy and measured on a real cache."""
 
+from pathlib import Path
+
 import pandas as pd
 import torch
 
-from sinkscope import logs
 from sinkscope.data.text import corpus_text
-from sinkscope.device import resolve_device
 from sinkscope.exhibits import s9
-from sinkscope.models import load_model
-from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.jobs import model_job
+from sinkscope.provenance import write_parquet
 from sinkscope.scorecard import measured_record, write_claims
 from sinkscope.streaming import Policy
 from sinkscope.streaming.text import stream_tokenizer, text_tokens
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-device = resolve_device(smk.params.device)
-recorder = Recorder.from_snakemake(smk, device=device)
-torch.set_num_threads(smk.threads)
+log, device, recorder, model, manifest = model_job(smk)
+model.config._attn_implementation = smk.params.attention
+cache_dir = Path(smk.input.manifest).parent
 settings = smk.params.memory
 cost = s9.cost_table(settings)
 measured_settings = settings["measured"]
-cache_dir = smk.input.manifest.rsplit("/", 1)[0]
-model, manifest = load_model(cache_dir, device)
-model.config._attn_implementation = smk.params.attention
-recorder.add_model(manifest)
 tokenizer = stream_tokenizer(manifest, cache_dir, smk.params.text["tokenize"])
 ids = text_tokens(corpus_text(smk.params.text), tokenizer, measured_settings["steps"])
 with torch.inference_mode():

@@ -1,26 +1,20 @@
 """S3/S4: per-token NLL of one pretrained LM on the long text, one part of the policies."""
 
 import math
+from pathlib import Path
 
 import torch
 
-from sinkscope import logs
 from sinkscope.data.text import corpus_text
-from sinkscope.device import resolve_device
-from sinkscope.models import load_model
-from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.jobs import model_job
+from sinkscope.provenance import write_parquet
 from sinkscope.streaming.run import part_nll
 from sinkscope.streaming.text import stream_tokenizer, text_tokens
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-device = resolve_device(smk.params.device)
-recorder = Recorder.from_snakemake(smk, device=device)
-torch.set_num_threads(smk.threads)
-cache_dir = smk.input.manifest.rsplit("/", 1)[0]
-model, manifest = load_model(cache_dir, device)
+log, device, recorder, model, manifest = model_job(smk)
 model.config._attn_implementation = smk.params.attention
-recorder.add_model(manifest)
+cache_dir = Path(smk.input.manifest).parent
 tokenizer = stream_tokenizer(manifest, cache_dir, smk.params.text["tokenize"])
 ppl = smk.params.ppl
 text = text_tokens(corpus_text(smk.params.text), tokenizer, ppl["tokens"])
