@@ -4,11 +4,11 @@
 STREAMING = config["streaming"]
 STREAM_TEXT = {**STREAMING["text"], "file": repo_path(STREAMING["text"]["file"])}
 STREAM_CORPUS = [STREAM_TEXT["file"]] if STREAM_TEXT["source"] == "file" else []
-# S3/S4 run as independent parts per model (sinkscope.streaming.run.PARTS), one thread each, so
-# they spread over the cores, the longest first (the priorities): `cache` streams the text under
+# S3/S4 run as independent parts per model, one thread each, so they spread over the cores, the
+# longest first (PARTS is in that order; the priorities follow it): `cache` streams the text under
 # six policies, `newline` under one, `recompute` re-encodes a window at a few positions; the
 # short jobs of S5-S9 fill the cores at the end. Job wall and CPU times: logs/streaming/benchmark/.
-STREAM_PARTS = {"cache": 2, "newline": 1, "recompute": 0}
+from sinkscope.streaming.run import PARTS as STREAM_PARTS
 
 
 rule streaming_nll:
@@ -30,7 +30,7 @@ rule streaming_nll:
     benchmark:
         "logs/streaming/benchmark/nll_{model}_{part}.tsv"
     threads: 1
-    priority: lambda wildcards: STREAM_PARTS[wildcards.part]
+    priority: lambda wildcards: len(STREAM_PARTS) - 1 - STREAM_PARTS.index(wildcards.part)
     resources:
         mem_mb=6000,
         runtime=60,

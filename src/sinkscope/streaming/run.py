@@ -1,6 +1,7 @@
 """Per-token NLL of a model on a long text under the policies of S3 and S4, one part at a time.
 
-The parts are independent (one job each in the workflow, so they spread over the cores):
+The parts are independent (one job each in the workflow, so they spread over the cores), listed
+the longest first (the workflow starts them in this order):
 - `cache`: the cache policies on one stream, which score the tokens before the cache fills once:
   0 + C (window attention) and S + (C - S) (StreamingLLM: the first S stream tokens kept) on
   all text tokens, k + (C - k) for the other k of S4 on the first `short_tokens`, and the full
