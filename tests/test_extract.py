@@ -14,10 +14,10 @@ from sinkscope import metrics
 from sinkscope.extract import (
     COS_BINS,
     Extractor,
-    attention_layers,
     qk_spectra,
     uniform_intervention,
 )
+from sinkscope.models.attention import attention_layers
 
 COLUMNS = [
     "sink",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -215,3 +217,28 @@ def test_hub_model_offline_fails_with_instructions(tmp_path, default_config, mon
 def test_manifest_is_plain_json(cached_tiny):
     manifest = json.loads((cached_tiny / "manifest.json").read_text())
     assert all(len(digest) == 64 for digest in manifest["files"].values())
+
+
+def test_a_trained_vit_loads_without_the_vision_stage(tmp_path):
+    """The `sinkscope-vit` format is read by the model cache alone, in a fresh process."""
+    from sinkscope.models.cache import write_cache
+    from sinkscope.models.vit import ViTConfig, build
+
+    config = ViTConfig(image_size=8, patch_size=4, embed_dim=8, depth=1, num_heads=2, registers=1)
+    vit = build(config, seed=0).eval()
+    manifest = {"name": "vit", "format": "sinkscope-vit", "vit_config": config.as_dict()}
+    write_cache(tmp_path / "vit", vit, manifest)
+    pixels = torch.rand(1, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    torch.save(pixels, tmp_path / "pixels.pt")
+    with torch.no_grad():
+        torch.save(vit(pixels), tmp_path / "expected.pt")
+    script = f"""
+import sys, torch
+from sinkscope.models import load_model
+model, _ = load_model({str(tmp_path / "vit")!r})
+with torch.no_grad():
+    out = model(torch.load({str(tmp_path / "pixels.pt")!r}, weights_only=True))
+assert torch.equal(out, torch.load({str(tmp_path / "expected.pt")!r}, weights_only=True))
+assert not [name for name in sys.modules if name.startswith("sinkscope.vision")]
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)

@@ -8,6 +8,7 @@ import re
 import pytest
 from conftest import REPO
 
+from sinkscope.exhibits import Measured
 from sinkscope.scorecard import (
     NOT_REPLICATED,
     NOT_RUN,
@@ -15,7 +16,6 @@ from sinkscope.scorecard import (
     build_scorecard,
     judge,
     load_claims,
-    measured_record,
     to_markdown,
 )
 
@@ -42,17 +42,62 @@ def test_judge(check, measured, expected):
     assert judge(check, measured) is expected
 
 
-def test_catalogue_covers_every_exhibit_of_exhibits_md():
-    exhibits_md = REPO.parent / "shared" / "EXHIBITS.md"
+# The exhibits doc under docs/: the papers, the metrics and every exhibit with its claims
+EXHIBITS_DOC = REPO / "docs" / "exhibit-reference.md"
+ALL_EXHIBITS = {f"U{i}" for i in range(1, 10)} | {f"S{i}" for i in range(1, 10)}
+ALL_EXHIBITS |= {f"D{i}" for i in range(1, 7)}
+
+
+def _claim_rows(text: str) -> dict[str, list[tuple[str, list[str]]]]:
+    """The claim rows of the exhibits doc, `| `id` | paper | source | check |`, by claim id:
+    [(the exhibit heading the row sits under, its cells)]."""
+    rows: dict[str, list[tuple[str, list[str]]]] = {}
+    exhibit = ""
+    for line in text.splitlines():
+        heading = re.match(r"^#### ([USD]\d)\b", line)
+        if heading:
+            exhibit = heading.group(1)
+        row = re.match(r"^\| `([USD]\d\.\w+)` \|", line)
+        if row:
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            rows.setdefault(row.group(1), []).append((exhibit, cells))
+    return rows
+
+
+def _check_text(check: dict) -> str:
+    """A claim's check as the doc writes it, e.g. `rel_close` 0.888, rtol 0.2."""
+    text = f"`{check['kind']}`"
+    if "value" in check:
+        text += f" {check['value']:g}"
+    for key in ("rtol", "atol", "decimals"):
+        if key in check:
+            text += f", {key} {check[key]:g}"
+    return text
+
+
+def test_catalogue_covers_every_exhibit_of_the_exhibits_doc():
     claims = load_claims()
     ids = [c["id"] for c in claims]
     assert len(ids) == len(set(ids))
-    covered = {c["exhibit"] for c in claims}
-    expected = {f"U{i}" for i in range(1, 10)} | {f"S{i}" for i in range(1, 10)}
-    expected |= {f"D{i}" for i in range(1, 7)}
-    if exhibits_md.exists():  # the catalogue lists exactly the exhibits of EXHIBITS.md
-        expected = set(re.findall(r"^\| ([USD]\d) \|", exhibits_md.read_text(), re.M))
-    assert covered == expected
+    assert all(c["id"].split(".")[0] == c["exhibit"] for c in claims)
+    documented = re.findall(r"^#### ([USD]\d)\b", EXHIBITS_DOC.read_text(), re.M)
+    assert len(documented) == len(set(documented))  # one section per exhibit
+    assert set(documented) == ALL_EXHIBITS
+    assert {c["exhibit"] for c in claims} == ALL_EXHIBITS
+
+
+def test_exhibits_doc_gives_every_claim_with_its_paper_value_and_source():
+    claims = load_claims()
+    rows = _claim_rows(EXHIBITS_DOC.read_text())
+    assert set(rows) == {c["id"] for c in claims}  # no claim missing, none stale
+    for claim in claims:
+        ((exhibit, cells),) = rows[claim["id"]]  # exactly one row per claim
+        assert exhibit == claim["exhibit"], claim["id"]
+        assert len(cells) == 4, claim["id"]
+        _, paper, source, check = cells
+        assert paper == str(claim["paper"]), claim["id"]
+        assert source, claim["id"]
+        assert check == _check_text(claim["check"]), claim["id"]
 
 
 def _claims_file(tmp_path, claims):
@@ -65,8 +110,8 @@ def test_verdicts_and_not_run_rows(tmp_path):
     path = _claims_file(
         tmp_path,
         {
-            "S1.norm_without_sink": measured_record(0.8296, "toy"),
-            "S1.sink_share": measured_record(70.0, "toy", "deliberately off"),
+            "S1.norm_without_sink": Measured(0.8296, "toy").record(),
+            "S1.sink_share": Measured(70.0, "toy", "deliberately off").record(),
         },
     )
     card = build_scorecard([path], "default").set_index("claim_id")
@@ -82,6 +127,6 @@ def test_verdicts_and_not_run_rows(tmp_path):
 
 
 def test_unknown_measured_claim_is_an_error(tmp_path):
-    path = _claims_file(tmp_path, {"S1.typo": measured_record(1.0, "toy")})
+    path = _claims_file(tmp_path, {"S1.typo": Measured(1.0, "toy").record()})
     with pytest.raises(ValueError, match="S1.typo"):
         build_scorecard([path], "default")

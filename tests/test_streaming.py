@@ -301,3 +301,35 @@ def test_fast_equals_loop_on_smollm2():
     ids = text_tokens(read_corpus(REPO / "data" / "austen.txt.xz"), load_tokenizer(SMOLLM), 120)
     loop = nll_loop(model, ids, parse("4+28"))
     assert (loop - nll_fast(model, ids, parse("4+28"), chunk=50)).abs().max() <= TOL
+
+
+# --- pretraining --------------------------------------------------------------------------------
+
+
+def test_pretraining_resumes_bit_identically(tmp_path, monkeypatch):
+    from sinkscope.streaming import pretrain
+
+    arch = {"d_model": 16, "n_layers": 1, "n_heads": 2, "context": 16}
+    ids, _ = pretrain.corpus_bytes("Emma Woodhouse, handsome, clever, and rich. " * 20, 0.1)
+    args = ("sink_token", ids, arch, 5, 2, 1e-3, {"init": 0, "data": 0})
+    full, full_history = pretrain.train(*args)
+    folder = pretrain.checkpoint_dir(tmp_path / "lms" / "sink_token.pt")
+    monkeypatch.setattr(pretrain, "CHECKPOINT_EVERY", 2)
+    clip, calls = torch.nn.utils.clip_grad_norm_, []
+
+    def killed_in_step_4(*clip_args, **clip_kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return clip(*clip_args, **clip_kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", killed_in_step_4)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain.train(*args, checkpoints=folder)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
+    assert [torch.load(p, weights_only=True)["step"] for p in folder.iterdir()] == [2]
+    resumed, history = pretrain.train(*args, checkpoints=folder)
+    for (name, p), q in zip(full.state_dict().items(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
+    assert history == full_history and [row["step"] for row in history] == [0, 1, 2, 3, 4]
+    assert folder == tmp_path / "lms" / ".checkpoints" and not list(folder.iterdir())

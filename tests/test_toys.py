@@ -132,7 +132,7 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
     full, full_curve = train(cfg, task, tcfg, seeds, tmp_path / "a.pt")
     with pytest.raises(KeyboardInterrupt):  # 1 evaluation batch, then killed in step 5
         train(cfg, Crashing(task, after=6), tcfg, seeds, tmp_path / "b.pt")
-    assert torch.load(tmp_path / "b.pt", weights_only=False)["step"] == 3
+    assert torch.load(tmp_path / "b.pt", weights_only=True)["step"] == 3
     resumed, resumed_curve = train(cfg, task, tcfg, seeds, tmp_path / "b.pt")
     for (name, p), q in zip(full.state_dict().items(), resumed.state_dict().values(), strict=True):
         assert torch.equal(p, q), name

@@ -1,12 +1,16 @@
-"""D2 and D6: the derived approximations against known answers and measured minima."""
+"""D2 and D6: the derived approximations against known answers and measured minima, and the
+claims read from their tables."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from sinkscope.exhibits import d2, d6
+
+SETTINGS = {"scale": "test"}
 
 
 @pytest.mark.parametrize("distribution", d6.DISTRIBUTIONS)
@@ -30,8 +34,6 @@ def test_d6_constraints_count_the_competitors():
 
 
 def test_d6_slopes_of_power_laws():
-    import pandas as pd
-
     t = np.array([2, 4, 8, 16])
     table = pd.DataFrame(
         {
@@ -67,3 +69,47 @@ def test_d2_simulation_follows_theory():
     for rho in (0.0, 0.5, 1.0):
         sim = d2.simulate(rho, w, mu, length, 64, gen)
         assert sim == pytest.approx(d2.theory(rho, w, mu, length), abs=0.03)
+
+
+def test_d6_claims_are_the_copy_paste_nuclear_slopes_of_w_qk():
+    rows = [
+        {
+            "T": length,
+            "distribution": distribution,
+            "pattern": pattern,
+            "matrix": f"W_{matrix.upper()}",
+            "norm": norm,
+            "measured": value,
+            "closed_form": value,
+        }
+        for length in (4, 8, 16)
+        for distribution in d6.DISTRIBUTIONS
+        for pattern in d6.PATTERNS
+        for key, value in d6.closed_form(length, pattern, distribution, 1.0).items()
+        for matrix, norm in [key.split("_")]
+    ]
+    norms = pd.DataFrame(rows).fillna({"measured": 1.0})
+    tables = {"norms": norms, "slopes": d6.slopes(norms)}
+    measured = d6.claims(tables, {**SETTINGS, "recipe": {"margin": 1.0}})
+    t = np.array([4, 8, 16])
+    sink = np.polyfit(np.log(t), np.log(t / np.sqrt(t + 1)), 1)[0]
+    diagonal = np.polyfit(np.log(t), np.log(t - 1 + 1 / np.sqrt(t + 1)), 1)[0]
+    assert measured["D6.sink_slope"].value == pytest.approx(sink)
+    assert measured["D6.diagonal_slope"].value == pytest.approx(diagonal)
+    assert measured["D6.sink_slope"].model == "bilinear attention on one-hot tokens, margin 1.0"
+
+
+def test_d2_claims_read_the_similarity_table():
+    density = np.linspace(0, 1, 3)
+    curves = {"identity": [0.1, 0.2, 0.3], "random": [0.0, 0.1, 0.4], "negative": [0.3, 0.2, 0.1]}
+    table = pd.concat(
+        pd.DataFrame({"w_vo": name, "density": density, "simulated": sim, "theory": sim})
+        for name, sim in curves.items()
+    )
+    table.loc[table.w_vo == "negative", "theory"] += 0.05
+    settings = {**SETTINGS, "recipe": {"width": 8, "length": 6}}
+    measured = d2.claims({"similarity": table}, settings)
+    assert measured["D2.theory_matches_simulation"].value == pytest.approx(0.05)
+    assert measured["D2.denser_more_similar"].value is True
+    table.loc[(table.w_vo == "random") & (table.density == 1.0), "simulated"] = 0.0
+    assert d2.claims({"similarity": table}, settings)["D2.denser_more_similar"].value is False

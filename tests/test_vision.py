@@ -9,8 +9,9 @@ import torch
 from PIL import Image
 
 from sinkscope.extract import Extractor
+from sinkscope.models.vit import HeadwiseGate
 from sinkscope.vision import datasets, images, norms, probes, sigreg
-from sinkscope.vision.models import HeadwiseGate, ViTConfig, build
+from sinkscope.vision.models import ViTConfig, build
 from sinkscope.vision.variants import VARIANTS, trained_models
 
 ARCH = {

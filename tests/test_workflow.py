@@ -3,53 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, snakemake
 
 from sinkscope import provenance
 from sinkscope.scorecard import NOT_RUN, REPLICATED, load_claims
 
 pytestmark = pytest.mark.integration
-SMOKE = REPO / "config" / "smoke.yaml"
-
-
-def snakemake(
-    workdir: Path, *args: str, config: Path = SMOKE, check: bool = True
-) -> tuple[int, str]:
-    """Run Snakemake on `workdir` with `config` merged over the default; return (code, output)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--cores",
-        "2",
-        *args,
-        "--configfile",
-        str(config),
-    ]
-    env = {**os.environ, "TQDM_DISABLE": "1"}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    output = done.stdout + done.stderr
-    if check and done.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed:\n{output[-8000:]}")
-    return done.returncode, output
-
-
-@pytest.fixture(scope="module")
-def smoke(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("smoke")
-    snakemake(workdir)
-    return workdir
 
 
 def _outputs(workdir: Path) -> list[str]:
@@ -69,6 +34,8 @@ def test_every_target_exists_and_carries_provenance(smoke):
         "figures/S1.pdf",
         "results/scorecard.csv",
         "results/scorecard.md",
+        "results/run_cost.csv",
+        "figures/run_cost.png",
     }
     assert expected <= set(outputs)
     for output in outputs:
@@ -85,8 +52,8 @@ def test_every_target_exists_and_carries_provenance(smoke):
 
 
 def test_s1_numbers_are_printed_and_stored(smoke):
-    log = (smoke / "logs" / "S1.log").read_text()
-    assert "output norm 0.83" in log and "77 %" in log and "output norm 0.19" in log
+    log = (smoke / "logs" / "S1" / "claims.log").read_text()
+    assert all(f"S1.{claim} on" in log for claim in ("norm_without_sink", "sink_share"))
     claims = json.loads((smoke / "results" / "S1" / "claims.json").read_text())["claims"]
     assert f"{claims['S1.norm_without_sink']['value']:.2f}" == "0.83"
     assert f"{claims['S1.sink_share']['value']:.0f}" == "77"
@@ -103,6 +70,19 @@ def test_scorecard_has_a_row_per_claim(smoke):
     assert "| S1 | S1.sink_share |" in (smoke / "results" / "scorecard.md").read_text()
 
 
+def test_run_cost_sums_every_job(smoke):
+    cost = pd.read_csv(smoke / "results" / "run_cost.csv").set_index("rule")
+    benchmarks = list((smoke / "logs" / "benchmark").glob("*/*.tsv"))
+    assert cost.loc["job total", "jobs"] == len(benchmarks) > 0
+    assert {"tables_S1", "claims_S1", "figure_S1", "materialise_model", "extract"} <= set(
+        cost.index
+    )
+    per_rule = cost.drop(index=["total", "job total"])
+    assert per_rule.jobs.sum() == len(benchmarks)
+    assert per_rule.wall_min.sum() == pytest.approx(cost.loc["job total", "wall_min"], abs=0.01)
+    assert cost.loc["total", "wall_min"] > 0
+
+
 def test_model_caches_load(smoke):
     from sinkscope.models import load_model
 
@@ -117,7 +97,7 @@ def test_rerun_does_nothing_and_one_figure_rebuilds_alone(smoke):
     (smoke / "figures" / "S1.png").unlink()
     _, output = snakemake(smoke, "figures/S1.png")
     assert (smoke / "figures" / "S1.png").exists()
-    assert "rule figure_s1" in output and "rule s1_sink_logit" not in output
+    assert "rule figure_S1" in output and "rule tables_S1" not in output
 
 
 def test_audit_prints_the_chain(smoke):
@@ -128,7 +108,7 @@ def test_audit_prints_the_chain(smoke):
         text=True,
         check=True,
     )
-    assert "made by rule figure_s1" in done.stdout and "made by rule s1_sink_logit" in done.stdout
+    assert "made by rule figure_S1" in done.stdout and "made by rule tables_S1" in done.stdout
     assert "results/S1/sink_logit.parquet" in done.stdout and "[unchanged]" in done.stdout
 
 

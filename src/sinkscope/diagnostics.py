@@ -1,8 +1,9 @@
-"""Diagnostics: table work on the extraction output (sink events, classes, counts, exhibits).
+"""Diagnostics: table work on the extraction output (sink events, classes, counts, exhibits),
+and the figure panels several of its exhibits share.
 
 Inputs are the per-(sample, layer, head) `heads` table and per-(sample, layer) `layers` table
 of `sinkscope.extract`. Layer 0 is kept in the tables but left out of event counts from
-`first_counted_layer` on.
+`first_counted_layer` on. Tables of several models are stacked with a `model` column.
 """
 
 from __future__ import annotations
@@ -10,9 +11,22 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import metrics
+from . import metrics, plotting
 
 BANDS = ("early", "middle", "deep")
+CLASSES = ["NOP", "Broadcast", "other"]
+EVENT_COLUMNS = [
+    "sample",
+    "layer",
+    "head",
+    "sink",
+    "ratio_head",
+    "ratio_out",
+    "srank",
+    "sink_class",
+    "location",
+    "band",
+]
 
 
 def depth_band(layer: pd.Series, n_layers: int) -> pd.Series:
@@ -36,6 +50,23 @@ def events(heads: pd.DataFrame, first_counted_layer: int, registers: int) -> pd.
     found["location"] = sink_location(found.sink, registers)
     found["band"] = depth_band(found.layer, n_layers)
     return found
+
+
+def sink_events(
+    heads: dict[str, pd.DataFrame], registers: dict[str, int], first_counted_layer: int
+) -> dict[str, pd.DataFrame]:
+    """{model: its counted sink events (`events`)}, locations after the model's registers."""
+    return {
+        model: events(table, first_counted_layer, registers[model])
+        for model, table in heads.items()
+    }
+
+
+def third(layer: pd.Series, which: int) -> pd.Series:
+    """Whether each layer lies in third `which` (0, 1, 2) of the depth, the deepest layer
+    listed being the last."""
+    n_layers = int(layer.max()) + 1
+    return (3 * layer // n_layers) == which
 
 
 def first_token_share(heads: pd.DataFrame) -> pd.DataFrame:
@@ -72,7 +103,7 @@ def head_specialization(heads: pd.DataFrame) -> pd.DataFrame:
 def regime_counts(found: pd.DataFrame) -> pd.DataFrame:
     """U5: sink events per class and depth band."""
     counts = found.groupby(["band", "sink_class"]).size().unstack(fill_value=0)
-    counts = counts.reindex(index=list(BANDS), columns=["NOP", "Broadcast", "other"], fill_value=0)
+    counts = counts.reindex(index=list(BANDS), columns=CLASSES, fill_value=0)
     return counts.rename_axis(index="band", columns=None).reset_index()
 
 
@@ -135,3 +166,44 @@ def intervention_rise(similarity: pd.DataFrame) -> pd.DataFrame:
 def spearman(x: pd.Series, y: pd.Series) -> float:
     """Spearman rank correlation."""
     return float(np.corrcoef(x.rank(), y.rank())[0, 1])
+
+
+def models_in(table: pd.DataFrame) -> list[str]:
+    """The models of a stacked table, in their order."""
+    return list(dict.fromkeys(table.model))
+
+
+def layer_head_maps(table: pd.DataFrame, value: str, label: str, vmax: float):
+    """Per model, a map of `value` over layers and heads (colour scale 0 to `vmax`)."""
+    models = models_in(table)
+    fig, axes = plotting.panels(len(models))
+    for ax, model in zip(axes, models, strict=True):
+        grid = table[table.model == model].pivot(index="layer", columns="head", values=value)
+        image = ax.imshow(
+            grid.to_numpy(), aspect="auto", origin="lower", cmap="viridis", vmin=0, vmax=vmax
+        )
+        ax.set(xlabel="head", ylabel="layer", title=model)
+        fig.colorbar(image, ax=ax, label=label)
+    return fig
+
+
+def regime_panels(found: pd.DataFrame, models: list[str]):
+    """Per model, its sink events by value-norm ratio (log) and stable rank, coloured by layer,
+    with the NOP and Broadcast thresholds."""
+    fig, axes = plotting.panels(len(models))
+    for ax, model in zip(axes, models, strict=True):
+        part = found[found.model == model]
+        points = ax.scatter(part.ratio_out, part.srank, c=part.layer, s=8, cmap="plasma")
+        ax.axvline(metrics.NOP_MAX_RATIO, color="grey", ls="--", lw=0.8)
+        ax.axvline(metrics.BROADCAST_MIN_RATIO, color="grey", ls=":", lw=0.8)
+        ax.axhline(metrics.BROADCAST_MAX_SRANK, color="grey", ls=":", lw=0.8)
+        ax.set(
+            xscale="log",
+            xlabel="value-norm ratio ||W_O v_s|| / mean others",
+            ylabel="stable rank of the head update",
+            title=f"{model} ({len(part)} events)",
+        )
+        plotting.log_ticks(ax.xaxis)
+        if len(part):
+            fig.colorbar(points, ax=ax, label="layer")
+    return fig

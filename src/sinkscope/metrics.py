@@ -1,4 +1,5 @@
-"""The shared metric definitions of EXHIBITS.md, implemented once and used by every stage.
+"""The shared metric definitions (docs/exhibit-reference.md), implemented once, used by every
+stage.
 
 Shapes: `attn` is (..., T, T) with queries on the second-to-last axis and keys on the last
 (rows sum to 1); `visible` is a boolean (T, T) or broadcastable mask, True where query i can

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
+from matplotlib.ticker import Formatter, LogLocator  # noqa: E402
+
+PER_ROW = 3  # panels per row of a multi-model figure
 
 
 def use_style() -> None:
@@ -22,6 +28,61 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 4.0, height: float = 3
     return plt.subplots(
         nrows, ncols, figsize=(width * ncols, height * nrows), layout="constrained", **kwargs
     )
+
+
+def panels(n: int, width: float = 4.2, height: float = 3.4, rows_per_panel: int = 1):
+    """A figure of `n` panels (n >= 1, e.g. one per model) in a grid of at most `PER_ROW` panels
+    per row, each row of axes `width` x `height` inches; the axes of the grid left over are
+    hidden.
+
+    Returns the figure and the n panels in reading order: one Axes each, or, with
+    `rows_per_panel` > 1, a list of that many Axes stacked top to bottom (e.g. a map above a
+    profile of the same model).
+    """
+    if n < 1:
+        raise ValueError(f"a figure of panels needs at least one panel, not {n}")
+    ncols = min(n, PER_ROW)
+    nrows = -(-n // ncols)
+    fig, axes = figure(
+        ncols=ncols, nrows=nrows * rows_per_panel, width=width, height=height, squeeze=False
+    )
+    stacks = [
+        list(axes[row * rows_per_panel : (row + 1) * rows_per_panel, column])
+        for row in range(nrows)
+        for column in range(ncols)
+    ]
+    for stack in stacks[n:]:
+        for ax in stack:
+            ax.set_visible(False)
+    return fig, [stack[0] if rows_per_panel == 1 else stack for stack in stacks[:n]]
+
+
+class _LogLabels(Formatter):
+    """Plain numbers (0.1, 1, 10) at the decades of a log axis, also at 2 and 5 times them on an
+    axis of under two decades, and at every tick on an axis of under half a decade."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        low, high = sorted(self.axis.get_view_interval())
+        mantissa = round(x / 10 ** math.floor(math.log10(x) + 1e-9), 6)
+        if high > 100 * low:
+            labelled = (1,)
+        elif high > 3 * low:
+            labelled = (1, 2, 5)
+        else:
+            labelled = range(1, 10)
+        return f"{x:g}" if mantissa in labelled else ""
+
+
+def log_ticks(axis: Axis, most: int = 5) -> None:
+    """Readable labels on a log-scaled axis (`ax.xaxis` or `ax.yaxis`): plain numbers, at most
+    `most` labelled decades, and labelled minor ticks only on a short axis (see `_LogLabels`)."""
+    axis.set_major_locator(LogLocator(numticks=most))
+    axis.set_major_formatter(_LogLabels())
+    axis.set_minor_formatter(_LogLabels())
+    name = axis.axis_name  # minor labels on the line of the major ones:
+    size = {which: plt.rcParams[f"{name}tick.{which}.size"] for which in ("major", "minor")}
+    pad = plt.rcParams[f"{name}tick.major.pad"] + size["major"] - size["minor"]
+    axis.set_tick_params(which="minor", pad=pad)
 
 
 def title(scale: str, exhibit: str, text: str, model: str | None = None) -> str:

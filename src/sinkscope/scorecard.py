@@ -1,4 +1,4 @@
-"""The replication scorecard: each claim of EXHIBITS.md, paper value, measured value, verdict."""
+"""The replication scorecard: each claim of the catalogue, paper value, measured value, verdict."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from .exhibits import Measured
 from .provenance import write_json
 
 REPLICATED, NOT_REPLICATED, NOT_RUN = "replicated", "not replicated", "not run at this scale"
@@ -44,16 +45,12 @@ def judge(check: dict[str, Any], measured: float | bool) -> bool:
     raise ValueError(f"unknown check kind {kind!r}")
 
 
-def measured_record(value: float | bool, model: str, note: str = "") -> dict[str, Any]:
-    """One measured claim, as an exhibit writes it into its claims file."""
-    return {"value": value, "model": model, "note": note}
-
-
 def write_claims(
-    path: str | Path, exhibit: str, scale: str, claims: dict[str, dict], prov: dict[str, Any]
+    path: str | Path, exhibit: str, scale: str, claims: dict[str, Measured], prov: dict[str, Any]
 ) -> None:
-    """Write an exhibit's claims file: {claim id: measured_record(...)}, read by build_scorecard."""
-    write_json({"exhibit": exhibit, "scale": scale, "claims": claims}, path, prov)
+    """Write an exhibit's claims file ({claim id: measured record}), read by build_scorecard."""
+    records = {claim: found.record() for claim, found in claims.items()}
+    write_json({"exhibit": exhibit, "scale": scale, "claims": records}, path, prov)
 
 
 def _format(value: Any) -> str:

@@ -2,26 +2,6 @@
 # per batch with hooks that reduce attention to per-(sample, layer, head) statistics.
 
 
-import os
-
-
-def repo_path(path):
-    """A relative path that is not in the working directory is one of the repository's files."""
-    return path if os.path.isabs(path) or os.path.exists(path) else os.path.join(workflow.basedir, path)
-
-
-DATA = {**config["data"], "text": {**config["data"]["text"], "file": repo_path(config["data"]["text"]["file"])}}
-
-
-def corpus_input(model):
-    """The local file a model's inputs come from: the corpus of a text model, the procedural
-    images of a ViT trained on them (none for hub text or photos)."""
-    if model in TRAINED:
-        return MITIGATION_IMAGES
-    is_text = model_entry(model)["modality"] == "text"
-    return [DATA["text"]["file"]] if is_text and DATA["text"]["source"] == "file" else []
-
-
 rule model_inputs:
     input:
         manifest=model_manifest("{model}"),
@@ -29,9 +9,12 @@ rule model_inputs:
     output:
         "resources/data/{model}.parquet",
     params:
-        data=DATA,
+        data=lambda w: DATA_READ[model_entry(w.model)["modality"]],
+        code=code_of("model_inputs.py"),
     log:
         "logs/data/{model}.log",
+    benchmark:
+        "logs/benchmark/model_inputs/{model}.tsv"
     resources:
         mem_mb=4000,
         runtime=20,
@@ -53,9 +36,12 @@ rule extract:
     params:
         extract=config["extract"],
         device=config["device"],
+        code=code_of("extract.py"),
     threads: lambda wildcards: 1 if wildcards.model in TRAINED else 2  # tiny ViTs: two at once
     log:
         "logs/extract/{model}.log",
+    benchmark:
+        "logs/benchmark/extract/{model}.tsv"
     resources:
         mem_mb=lambda w: model_entry(w.model).get("mem_mb", 4000) + 2000,
         runtime=120,
@@ -70,8 +56,12 @@ rule qk_spectra:
         manifest=model_manifest("{model}"),
     output:
         "results/extract/{model}/qk_spectra.parquet",
+    params:
+        code=code_of("qk_spectra.py"),
     log:
         "logs/extract/{model}_qk.log",
+    benchmark:
+        "logs/benchmark/qk_spectra/{model}.tsv"
     resources:
         mem_mb=lambda w: model_entry(w.model).get("mem_mb", 4000),
         runtime=20,
@@ -89,12 +79,15 @@ rule intervention:
     output:
         "results/extract/{model}/intervention.parquet",
     params:
-        diagnostics=config["diagnostics"],
-        extract=config["extract"],
+        diagnostics={key: config["diagnostics"][key] for key in ("first_counted_layer", "intervention")},
+        extract={"batch_size": config["extract"]["batch_size"]},
         device=config["device"],
+        code=code_of("intervention.py"),
     threads: 2
     log:
         "logs/extract/{model}_intervention.log",
+    benchmark:
+        "logs/benchmark/intervention/{model}.tsv"
     resources:
         mem_mb=lambda w: model_entry(w.model).get("mem_mb", 4000) + 2000,
         runtime=60,

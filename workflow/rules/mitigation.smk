@@ -1,41 +1,14 @@
 # mitigation: ViT variants (baseline, registers, elementwise / headwise gate, gate + registers)
 # trained with LeJEPA, written as model caches (resources/models/vit-<variant>-s<r>/) that the
-# extraction and diagnostics rules read like any other model; frozen linear probes (U8), sink
-# events by class (U9), token norms with and without registers (S8). Logic in sinkscope.vision.
+# extraction and diagnostics rules read like any other model; their frozen linear probes (U8)
+# and the token norms of ViTs with and without registers (S8). The exhibits U8, U9 and S8 read
+# these per-model results (exhibits.smk). Logic in sinkscope.vision; each rule gets only the
+# settings its script reads (sinkscope.vision.params), so a probe or S8 setting retrains no ViT.
+
+from sinkscope.vision import params as vision_params
 
 MITIGATION = config["mitigation"]
-VARIANTS = MITIGATION["variants"]
-TRAINED_LABEL = f"vit-<variant>-s<r>, r < {MITIGATION['n_seeds']}"  # the scorecard's model column
-
-
-def trained(variants=None):
-    """{model: its variant, seed, registers} of the trained ViTs, optionally of some variants."""
-    return {m: info for m, info in TRAINED.items() if variants is None or info["variant"] in variants}
-
-
-def s8_pairs():
-    """{model: pair label, role (without / with registers), seed} of the S8 models."""
-    if MITIGATION["s8"]["pairs"]:
-        missing = sorted({m for pair in MITIGATION["s8"]["pairs"] for m in pair} - set(config["models"]))
-        if missing:
-            raise WorkflowError(f"'mitigation.s8.pairs' names {missing}, which are not in 'models'")
-        return {m: {"pair": " / ".join(pair), "role": role, "seed": 0}
-                for pair in MITIGATION["s8"]["pairs"] for m, role in zip(pair, ("without", "with"))}
-    found = {}
-    for without, with_registers in (("baseline", "registers"), ("gate", "gate-registers")):
-        for seed in range(MITIGATION["n_seeds"]):
-            for variant, role in ((without, "without"), (with_registers, "with")):
-                found[f"vit-{variant}-s{seed}"] = {"pair": f"{without} / {with_registers}",
-                                                   "role": role, "seed": seed}
-    return found
-
-
-def indexed(models, kind, path):
-    """Named inputs <kind>_<i> for model i (names must be identifiers)."""
-    return {f"{kind}_{i}": path.format(model=m) for i, m in enumerate(models)}
-
-
-VIT_WILDCARDS = {"variant": "|".join(re.escape(v) for v in VARIANTS), "seed": r"\d+"}
+VIT_WILDCARDS = {"variant": "|".join(re.escape(v) for v in MITIGATION["variants"]), "seed": r"\d+"}
 
 
 rule mitigation_images:
@@ -43,10 +16,13 @@ rule mitigation_images:
     output:
         MITIGATION["data"]["procedural"]["file"],
     params:
-        procedural=MITIGATION["data"]["procedural"],
+        procedural={k: v for k, v in MITIGATION["data"]["procedural"].items() if k != "file"},
         image_size=MITIGATION["arch"]["image_size"],
+        code=code_of("mitigation_images.py"),
     log:
         "logs/mitigation/images.log",
+    benchmark:
+        "logs/benchmark/mitigation_images/all.tsv"
     resources:
         mem_mb=2000,
         runtime=10,
@@ -66,11 +42,14 @@ rule mitigation_train:
         manifest="resources/models/vit-{variant}-s{seed}/manifest.json",
         curve="results/mitigation/train/vit-{variant}-s{seed}.parquet",
     params:
-        settings=MITIGATION,
+        settings=vision_params.training(MITIGATION),
         device=config["device"],
+        code=code_of("mitigation_train.py"),
     threads: MITIGATION["threads"]
     log:
         "logs/mitigation/train_{variant}_s{seed}.log",
+    benchmark:
+        "logs/benchmark/mitigation_train/{variant}_{seed}.tsv"
     resources:
         mem_mb=4000,
         runtime=120,
@@ -90,11 +69,14 @@ rule mitigation_probe:
     output:
         "results/mitigation/probes/vit-{variant}-s{seed}.parquet",
     params:
-        settings=MITIGATION,
+        settings=vision_params.probing(MITIGATION),
         device=config["device"],
+        code=code_of("mitigation_probe.py"),
     threads: MITIGATION["threads"]
     log:
         "logs/mitigation/probe_{variant}_s{seed}.log",
+    benchmark:
+        "logs/benchmark/mitigation_probe/{variant}_{seed}.tsv"
     resources:
         mem_mb=4000,
         runtime=60,
@@ -117,9 +99,12 @@ rule mitigation_norms:
         batch_size=config["extract"]["batch_size"],
         maps=MITIGATION["s8"]["maps"],
         device=config["device"],
+        code=code_of("mitigation_norms.py"),
     threads: MITIGATION["threads"]
     log:
         "logs/mitigation/norms_{model}.log",
+    benchmark:
+        "logs/benchmark/mitigation_norms/{model}.tsv"
     resources:
         mem_mb=lambda w: model_entry(w.model).get("mem_mb", 4000) + 2000,
         runtime=60,
@@ -127,74 +112,3 @@ rule mitigation_norms:
         ENV
     script:
         "../scripts/mitigation_norms.py"
-
-
-def mitigation_params(exhibit, models, claim_model):
-    return {"exhibit": exhibit, "models": models, "variants": VARIANTS,
-            "claim_model": claim_model, "scale": config["scale"]}
-
-
-rule mitigation_u8:
-    """U8: probe results of every variant and seed, mean +- std, with the paper's values."""
-    input:
-        **indexed(trained(), "probes", "results/mitigation/probes/{model}.parquet"),
-        **indexed(trained(), "curve", "results/mitigation/train/{model}.parquet"),
-    output:
-        **{name: f"results/U8/{name}.parquet" for name in ("table", "probes", "curves")},
-        claims=claims_file("U8"),
-    params:
-        **mitigation_params("U8", trained(), TRAINED_LABEL),
-    log:
-        "logs/U8.log",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    conda:
-        ENV
-    script:
-        "../scripts/mitigation_exhibit.py"
-
-
-rule mitigation_u9:
-    """U9: sink events per image by class and location, every variant and seed."""
-    input:
-        **indexed(trained(), "heads", "results/extract/{model}/heads.parquet"),
-    output:
-        table="results/U9/table.parquet",
-        events="results/U9/events.parquet",
-        claims=claims_file("U9"),
-    params:
-        **mitigation_params("U9", trained(), TRAINED_LABEL),
-        first_counted_layer=config["diagnostics"]["first_counted_layer"],
-    log:
-        "logs/U9.log",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    conda:
-        ENV
-    script:
-        "../scripts/mitigation_exhibit.py"
-
-
-rule mitigation_s8:
-    """S8: outlier shares, norm histograms and CLS maps of ViTs without and with registers."""
-    input:
-        **indexed(s8_pairs(), "norms", "results/mitigation/norms/{model}.parquet"),
-        **indexed(s8_pairs(), "maps", "results/mitigation/norms/{model}_maps.parquet"),
-    output:
-        **{name: f"results/S8/{name}.parquet" for name in ("shares", "histogram", "maps")},
-        claims=claims_file("S8"),
-    params:
-        **mitigation_params("S8", s8_pairs(), next(iter(s8_pairs().values()))["pair"]),
-        outlier=MITIGATION["s8"]["outlier"],
-        bins=MITIGATION["s8"]["bins"],
-    log:
-        "logs/S8.log",
-    resources:
-        mem_mb=4000,
-        runtime=10,
-    conda:
-        ENV
-    script:
-        "../scripts/mitigation_exhibit.py"

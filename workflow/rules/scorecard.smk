@@ -1,4 +1,5 @@
-# scorecard: every claim of EXHIBITS.md against its measured value, with a verdict.
+# scorecard: every claim of the catalogue against its measured value, with a verdict; then the
+# cost of the run, summed from every job's benchmark file.
 
 
 rule scorecard:
@@ -11,8 +12,12 @@ rule scorecard:
         md_prov="results/scorecard.md.prov.json",
     params:
         scale=config["scale"],
+        code=code_of("scorecard.py"),
+        catalogue=catalogue_digest(),
     log:
         "logs/scorecard.log",
+    benchmark:
+        "logs/benchmark/scorecard/all.tsv"
     resources:
         mem_mb=1000,
         runtime=5,
@@ -20,3 +25,29 @@ rule scorecard:
         ENV
     script:
         "../scripts/scorecard.py"
+
+
+rule run_cost:
+    """Wall time, CPU time and peak memory per rule, summed over the benchmark files of the jobs
+    that produced the current results (each job's latest run)."""
+    input:
+        exhibit_targets(),
+        rules.scorecard.output,
+    output:
+        table="results/run_cost.csv",
+        table_prov="results/run_cost.csv.prov.json",
+        png=report("figures/run_cost.png", caption="../report/run_cost.rst", category="Scorecard"),
+        pdf="figures/run_cost.pdf",
+    params:
+        benchmarks="logs/benchmark",
+        scale=config["scale"],
+        code=code_of("run_cost.py"),
+    log:
+        "logs/run_cost.log",
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        ENV
+    script:
+        "../scripts/run_cost.py"

@@ -1,14 +1,24 @@
-# streaming: KV-cache policies on long text (S3, S4), decoding latency (S5), small LMs pretrained
-# with sink variants (S6, S7), memory cost per step (S9). Logic in sinkscope.streaming.
+# streaming: the measurements behind S3-S7 and S9 (their tables, claims and figures come from the
+# exhibit rules, exhibits.smk): per-token NLL of pretrained LMs under KV-cache policies on a long
+# text (S3, S4), decoding latency (S5), small LMs pretrained with sink variants and their
+# evaluation (S6, S7), the KV cache of a real model per step (S9). Logic in sinkscope.streaming;
+# each rule gets only the settings its script reads, so e.g. an evaluation setting retrains no LM.
 
 STREAMING = config["streaming"]
-STREAM_TEXT = {**STREAMING["text"], "file": repo_path(STREAMING["text"]["file"])}
-STREAM_CORPUS = [STREAM_TEXT["file"]] if STREAM_TEXT["source"] == "file" else []
-# S3/S4 run as independent parts per model, one thread each, so they spread over the cores, the
-# longest first (PARTS is in that order; the priorities follow it): `cache` streams the text under
-# six policies, `newline` under one, `recompute` re-encodes a window at a few positions; the
-# short jobs of S5-S9 fill the cores at the end. Job wall and CPU times: logs/streaming/benchmark/.
+STREAM_TEXT = STREAMING["text"]
+STREAM_CORPUS = [repo_path(STREAM_TEXT["file"])] if STREAM_TEXT["source"] == "file" else []
+# The per-token NLL runs as independent parts per model, one thread each, so they spread over the
+# cores, the longest first (PARTS is in that order; the priorities follow it): `cache` streams
+# the text under six policies, `newline` under one, `recompute` re-encodes a window at a few
+# positions; the short jobs of S5-S9 fill the cores at the end. Job wall and CPU times:
+# logs/benchmark/<rule>/.
 from sinkscope.streaming.run import PARTS as STREAM_PARTS
+
+
+# what sinkscope.data.text.corpus_text reads for the configured source
+CORPUS_TEXT = (
+    {"source": "file", "file": STREAM_CORPUS[0]} if STREAM_CORPUS else pick(STREAM_TEXT, "source", "hub")
+)
 
 
 rule streaming_nll:
@@ -21,14 +31,25 @@ rule streaming_nll:
     wildcard_constraints:
         part="|".join(STREAM_PARTS),
     params:
-        text=STREAM_TEXT,
-        ppl=STREAMING["ppl"],
+        text=CORPUS_TEXT,
+        tokenize=STREAM_TEXT["tokenize"],
+        ppl=pick(
+            STREAMING["ppl"],
+            "tokens",
+            "cache",
+            "sinks",
+            "newline_sinks",
+            "short_tokens",
+            "recompute_every",
+            "chunk",
+        ),
         attention=STREAMING["attention"],
         device=config["device"],
+        code=code_of("streaming_nll.py"),
     log:
         "logs/streaming/nll_{model}_{part}.log",
     benchmark:
-        "logs/streaming/benchmark/nll_{model}_{part}.tsv"
+        "logs/benchmark/streaming_nll/{model}_{part}.tsv"
     threads: 1
     priority: lambda wildcards: len(STREAM_PARTS) - 1 - STREAM_PARTS.index(wildcards.part)
     resources:
@@ -40,52 +61,24 @@ rule streaming_nll:
         "../scripts/streaming_nll.py"
 
 
-rule s3_s4_tables:
-    """S3 and S4: PPL tables, log-PPL curves and claims."""
-    input:
-        expand("results/streaming/nll/{model}/{part}.parquet", model=STREAMING["ppl"]["models"],
-               part=STREAM_PARTS),
-    output:
-        s3="results/S3/ppl.parquet",
-        curve="results/S3/curve.parquet",
-        s3_claims=claims_file("S3"),
-        s4="results/S4/ppl.parquet",
-        s4_claims=claims_file("S4"),
-    params:
-        ppl=STREAMING["ppl"],
-        scale=config["scale"],
-    log:
-        "logs/S3_S4.log",
-    benchmark:
-        "logs/streaming/benchmark/S3_S4.tsv"
-    resources:
-        mem_mb=4000,
-        runtime=10,
-    conda:
-        ENV
-    script:
-        "../scripts/streaming_tables.py"
-
-
-rule s5_latency:
-    """S5: per-token decoding latency vs cache size, re-computation vs sinks + window."""
+rule streaming_latency:
+    """S5: per-token decoding latency vs cache size, re-computation vs sinks + window, per repeat."""
     input:
         manifests=[model_manifest(m) for m in STREAMING["latency"]["models"]],
         corpus=STREAM_CORPUS,
     output:
-        latency="results/S5/latency.parquet",
-        summary="results/S5/summary.parquet",
-        claims=claims_file("S5"),
+        "results/streaming/latency.parquet",
     params:
-        text=STREAM_TEXT,
-        latency=STREAMING["latency"],
+        text=CORPUS_TEXT,
+        tokenize=STREAM_TEXT["tokenize"],
+        latency=pick(STREAMING["latency"], "models", "caches", "sinks", "steps", "repeats", "warmup"),
         attention=STREAMING["attention"],
         device=config["device"],
-        scale=config["scale"],
+        code=code_of("streaming_latency.py"),
     log:
-        "logs/S5.log",
+        "logs/streaming/latency.log",
     benchmark:
-        "logs/streaming/benchmark/S5.tsv"
+        "logs/benchmark/streaming_latency/all.tsv"
     threads: 1
     resources:
         mem_mb=8000,
@@ -104,12 +97,13 @@ rule streaming_pretrain:
         model="results/streaming/lms/{variant}.pt",
         history="results/streaming/lms/{variant}_history.parquet",
     params:
-        text=STREAM_TEXT,
-        pretrain=STREAMING["pretrain"],
+        text=CORPUS_TEXT,
+        pretrain=pick(STREAMING["pretrain"], "arch", "steps", "batch_size", "lr", "held_out", "seeds"),
+        code=code_of("streaming_pretrain.py"),
     log:
         "logs/streaming/pretrain_{variant}.log",
     benchmark:
-        "logs/streaming/benchmark/pretrain_{variant}.tsv"
+        "logs/benchmark/streaming_pretrain/{variant}.tsv"
     threads: 1
     resources:
         mem_mb=4000,
@@ -120,27 +114,25 @@ rule streaming_pretrain:
         "../scripts/streaming_pretrain.py"
 
 
-rule s6_s7_sink_lms:
+rule streaming_sink_eval:
     """S6 and S7: streaming PPL with kept initial tokens, attention mass on the first token."""
     input:
         models=expand("results/streaming/lms/{variant}.pt", variant=STREAMING["pretrain"]["variants"]),
-        histories=expand("results/streaming/lms/{variant}_history.parquet",
-                         variant=STREAMING["pretrain"]["variants"]),
         corpus=STREAM_CORPUS,
     output:
-        s6="results/S6/ppl.parquet",
-        history="results/S6/history.parquet",
-        s6_claims=claims_file("S6"),
-        s7="results/S7/attention.parquet",
-        s7_claims=claims_file("S7"),
+        ppl="results/streaming/lms/ppl.parquet",
+        attention="results/streaming/lms/attention.parquet",
     params:
-        text=STREAM_TEXT,
-        pretrain=STREAMING["pretrain"],
-        scale=config["scale"],
+        text=CORPUS_TEXT,
+        evaluation=pick(
+            STREAMING["pretrain"], "held_out", "eval_tokens", "cache", "sinks", "attention_windows"
+        ),
+        context=STREAMING["pretrain"]["arch"]["context"],
+        code=code_of("streaming_sink_eval.py"),
     log:
-        "logs/S6_S7.log",
+        "logs/streaming/sink_eval.log",
     benchmark:
-        "logs/streaming/benchmark/S6_S7.tsv"
+        "logs/benchmark/streaming_sink_eval/all.tsv"
     threads: 1
     resources:
         mem_mb=4000,
@@ -148,28 +140,27 @@ rule s6_s7_sink_lms:
     conda:
         ENV
     script:
-        "../scripts/streaming_sink_lms.py"
+        "../scripts/streaming_sink_eval.py"
 
 
-rule s9_memory:
-    """S9: memory and attention cost per step, full cache vs SAM 2's memory vs sinks + window."""
+rule streaming_memory:
+    """S9: KV-cache bytes of a real model per step, full cache vs sinks + window."""
     input:
         manifest=model_manifest(STREAMING["memory"]["measured"]["model"]),
         corpus=STREAM_CORPUS,
     output:
-        cost="results/S9/cost.parquet",
-        measured="results/S9/measured.parquet",
-        claims=claims_file("S9"),
+        "results/streaming/memory.parquet",
     params:
-        text=STREAM_TEXT,
-        memory=STREAMING["memory"],
+        text=CORPUS_TEXT,
+        tokenize=STREAM_TEXT["tokenize"],
+        measured=pick(STREAMING["memory"]["measured"], "cache", "sinks", "steps"),
         attention=STREAMING["attention"],
         device=config["device"],
-        scale=config["scale"],
+        code=code_of("streaming_memory.py"),
     log:
-        "logs/S9.log",
+        "logs/streaming/memory.log",
     benchmark:
-        "logs/streaming/benchmark/S9.tsv"
+        "logs/benchmark/streaming_memory/all.tsv"
     threads: 1
     resources:
         mem_mb=8000,

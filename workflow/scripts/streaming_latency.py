@@ -1,4 +1,5 @@
-"""S5: per-token decoding latency, re-computation vs sinks + window, by cache size."""
+"""S5: per-token decoding latency, re-computation vs sinks + window, by cache size: one row per
+model, cache size, policy and repeat."""
 
 import pandas as pd
 import torch
@@ -6,10 +7,8 @@ import torch
 from sinkscope import logs
 from sinkscope.data.text import corpus_text
 from sinkscope.device import resolve_device
-from sinkscope.exhibits import s5
 from sinkscope.models import load_model
 from sinkscope.provenance import Recorder, write_parquet
-from sinkscope.scorecard import measured_record, write_claims
 from sinkscope.streaming import Policy
 from sinkscope.streaming.latency import decode_latency
 from sinkscope.streaming.text import stream_tokenizer, text_tokens
@@ -27,7 +26,7 @@ for manifest_path, name in zip(smk.input.manifests, settings["models"], strict=T
     model, manifest = load_model(cache_dir, device)
     model.config._attn_implementation = smk.params.attention
     recorder.add_model(manifest)
-    tokenizer = stream_tokenizer(manifest, cache_dir, smk.params.text["tokenize"])
+    tokenizer = stream_tokenizer(manifest, cache_dir, smk.params.tokenize)
     need = max(settings["caches"]) + settings["warmup"] + settings["steps"] * settings["repeats"]
     ids = text_tokens(corpus, tokenizer, need)
     for cache in settings["caches"]:
@@ -41,20 +40,14 @@ for manifest_path, name in zip(smk.input.manifests, settings["models"], strict=T
                 )
             log.info("%s cache %d %s: %s s/token", name, cache, label, medians)
             rows += [
-                {"model": name, "cache": cache, "policy": label, "repeat": i, "seconds": s}
+                {
+                    "model": name,
+                    "cache": cache,
+                    "policy": label,
+                    "repeat": i,
+                    "seconds": s,
+                    "device": device,
+                }
                 for i, s in enumerate(medians)
             ]
-latency = pd.DataFrame(rows)
-summary = s5.summary(latency)
-log.info("\n%s", summary.to_string())
-write_parquet(latency, smk.output.latency, recorder.record())
-write_parquet(summary, smk.output.summary, recorder.record())
-model = settings["models"][0]
-note = f"cache {summary.cache.max()}, {smk.params.device} device; median of {settings['repeats']}"
-write_claims(
-    smk.output.claims,
-    "S5",
-    smk.params.scale,
-    {cid: measured_record(v, model, note) for cid, v in s5.claims(summary, model).items()},
-    recorder.record(),
-)
+write_parquet(pd.DataFrame(rows), smk.output[0], recorder.record())

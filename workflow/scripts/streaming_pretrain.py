@@ -22,6 +22,7 @@ model, history = pretrain.train(
     settings["batch_size"],
     settings["lr"],
     settings["seeds"],
+    checkpoints=pretrain.checkpoint_dir(smk.output.model),
 )
 log.info("%s: final loss %.3f", smk.wildcards.variant, history[-1]["loss"])
 pretrain.save(model, smk.wildcards.variant, settings["arch"], smk.output.model, recorder.record())

@@ -18,7 +18,7 @@ def model_inputs(
 ) -> pd.DataFrame:
     """One row per sample: `tokens` (text models) or raw RGB `pixels` (image models)."""
     if manifest["modality"] == "text":
-        from ..models import load_tokenizer
+        from ..hub import load_tokenizer
 
         settings = data["text"]
         has_tokenizer = any(name.startswith("tokenizer") for name in manifest["files"])
@@ -56,16 +56,17 @@ def model_inputs(
 
 def _procedural(source: dict[str, Any], n: int, size: int) -> np.ndarray:
     """The first `n` held-out procedural images a ViT of the mitigation stage is analysed on."""
-    from ..vision.images import arrays
-
-    pictures = arrays(pd.read_parquet(source["file"]), source["split"])[0]
-    if len(pictures) < n or pictures.shape[1] != size:
+    part = pd.read_parquet(
+        source["file"], columns=["size", "pixels"], filters=[("split", "==", source["split"])]
+    )
+    stored = int(part["size"].iloc[0]) if len(part) else 0
+    if len(part) < n or stored != size:
         raise ValueError(
-            f"{source['file']} holds {len(pictures)} {source['split']} images of "
-            f"{pictures.shape[1]} px; data.images.n_images asks for {n} of {size} px "
+            f"{source['file']} holds {len(part)} {source['split']} images of "
+            f"{stored} px; data.images.n_images asks for {n} of {size} px "
             "(raise mitigation.data.procedural.diagnostic)"
         )
-    return pictures[:n]
+    return np.frombuffer(b"".join(part.pixels.iloc[:n]), np.uint8).reshape(n, size, size, 3)
 
 
 def batches(

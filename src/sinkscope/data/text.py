@@ -21,7 +21,7 @@ def hub_text(repo: str, revision: str, filename: str, column: str) -> str:
     """The text column of a parquet file of a hub dataset (e.g. wikitext), joined by newlines."""
     import pandas as pd
 
-    from ..models.sources import hub_dataset_file
+    from ..hub import hub_dataset_file
 
     table = pd.read_parquet(hub_dataset_file(repo, revision, filename), columns=[column])
     return "\n".join(table[column].astype(str))

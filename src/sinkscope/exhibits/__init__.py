@@ -1,1 +1,41 @@
-"""One module per exhibit: the computation behind its table, figure and measured claims."""
+"""One module per exhibit, named by its ID (`sinkscope.exhibits.u1` ... `d6`), each with the
+same three functions:
+
+    tables(inputs, settings) -> {table name: DataFrame}
+    claims(tables, settings) -> {claim id: Measured}
+    figure(tables, settings) -> matplotlib Figure
+
+`inputs` maps the input names of the exhibit's registry entry (`registry.py`) to a path or a
+list of paths (one per model, in the order of `settings["models"]`); `settings` holds exactly
+the config values the registry gives that function. Exhibit modules measure; only the
+scorecard compares a measurement with a paper's value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from importlib import import_module
+from types import ModuleType
+from typing import Any
+
+from ..tables import read_tables, stack
+
+__all__ = ["Measured", "module", "read_tables", "stack"]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One claim as measured: the value, the model it was measured on, and a note computed from
+    the run."""
+
+    value: float | bool
+    model: str
+    note: str = ""
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def module(exhibit: str) -> ModuleType:
+    """The module of an exhibit ID (`U1` -> `sinkscope.exhibits.u1`)."""
+    return import_module(f"{__name__}.{exhibit.lower()}")

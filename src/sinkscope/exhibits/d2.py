@@ -33,10 +33,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import metrics
+from .. import metrics, plotting
+from . import Measured
 
 
-def value_matrices(
+def _value_matrices(
     width: int, gen: torch.Generator, scale: float, negative: float
 ) -> dict[str, torch.Tensor]:
     """The W_VO of the exhibit: scale * I, Gaussian (entries N(0, scale^2/d)), -negative * I."""
@@ -65,31 +66,32 @@ def simulate(
     return metrics.token_similarity(y).mean().item()
 
 
-def describe(params: dict[str, Any]) -> str:
-    return f"one attention step, d={params['width']}, T={params['length']}"
+def _model(recipe: dict[str, Any]) -> str:
+    return f"one attention step, d={recipe['width']}, T={recipe['length']}"
 
 
-def run(params: dict[str, Any]) -> dict[str, pd.DataFrame]:
+def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """Simulated and predicted similarity for every W and density on the grid."""
-    gen = torch.Generator().manual_seed(params["seed"])
-    d, length, s0 = params["width"], params["length"], params["input_similarity"]
+    recipe = settings["recipe"]
+    gen = torch.Generator().manual_seed(recipe["seed"])
+    d, length, s0 = recipe["width"], recipe["length"], recipe["input_similarity"]
     mu = torch.randn(d, generator=gen, dtype=torch.float64)
     mu = mu / mu.norm() * np.sqrt(d * s0 / (1 - s0))
     rows = []
-    for name, w in value_matrices(d, gen, params["w_scale"], params["negative_scale"]).items():
-        for rho in np.linspace(0, 1, params["n_density"]):
+    for name, w in _value_matrices(d, gen, recipe["w_scale"], recipe["negative_scale"]).items():
+        for rho in np.linspace(0, 1, recipe["n_density"]):
             rows.append(
                 {
                     "w_vo": name,
                     "density": rho,
-                    "simulated": simulate(rho, w, mu, length, params["n_samples"], gen),
+                    "simulated": simulate(rho, w, mu, length, recipe["n_samples"], gen),
                     "theory": theory(rho, w, mu, length),
                 }
             )
     return {"similarity": pd.DataFrame(rows)}
 
 
-def measured_claims(tables: dict[str, pd.DataFrame]) -> dict[str, float | bool]:
+def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
     """Theory error; whether similarity rises with density for identity and random W."""
     table = tables["similarity"]
     rising = all(
@@ -97,15 +99,27 @@ def measured_claims(tables: dict[str, pd.DataFrame]) -> dict[str, float | bool]:
         for name, g in table.groupby("w_vo")
         if name in ("identity", "random")
     )
+    error = (table.simulated - table.theory).abs()
+    worst = table.iloc[error.argmax()]
+    ends = table.sort_values("density").groupby("w_vo").simulated.agg(["first", "last"]).round(3)
+    text = "; ".join(f"{w}: {r['first']} -> {r['last']}" for w, r in ends.iterrows())
+    model = _model(settings["recipe"])
     return {
-        "D2.theory_matches_simulation": float((table.simulated - table.theory).abs().max()),
-        "D2.denser_more_similar": rising,
+        "D2.theory_matches_simulation": Measured(
+            float(error.max()),
+            model,
+            f"max |simulated - theory| over {table.w_vo.nunique()} W_VO x "
+            f"{table.density.nunique()} densities, at W_VO {worst.w_vo}, density "
+            f"{worst.density:.2f} (simulated {worst.simulated:.3f}, theory {worst.theory:.3f})",
+        ),
+        "D2.denser_more_similar": Measured(
+            rising, model, f"similarity from identity to uniform attention: {text}"
+        ),
     }
 
 
-def figure(tables: dict[str, pd.DataFrame], scale: str, model: str):
-    from .. import plotting
-
+def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
+    """Simulated (markers) and predicted (lines) similarity against density, per W_VO."""
     table = tables["similarity"]
     fig, ax = plotting.figure(width=9.0, height=4.0)
     for i, (name, g) in enumerate(table.groupby("w_vo")):
@@ -124,15 +138,12 @@ def figure(tables: dict[str, pd.DataFrame], scale: str, model: str):
         "B = I + (1-rho) W, C = I + W, t = tr(. .^T), m_C = |mu C|^2",
         title_fontsize=7,
     )
-    fig.suptitle(plotting.title(scale, "D2", "denser attention and token similarity", model))
+    fig.suptitle(
+        plotting.title(
+            settings["scale"],
+            "D2",
+            "denser attention and token similarity",
+            _model(settings["recipe"]),
+        )
+    )
     return fig
-
-
-def claim_notes(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
-    t = tables["similarity"]
-    ends = t.sort_values("density").groupby("w_vo").simulated.agg(["first", "last"]).round(3)
-    text = "; ".join(f"{w}: {r['first']} -> {r['last']}" for w, r in ends.iterrows())
-    return {
-        "D2.theory_matches_simulation": "max |simulated - theory| over W_VO and densities",
-        "D2.denser_more_similar": f"similarity from identity to uniform attention: {text}",
-    }

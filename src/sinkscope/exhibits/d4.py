@@ -11,68 +11,38 @@ the BOS (mean) and the BOS value-norm ratio is <= 0.2 (the NOP bound of the shar
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 
-from .. import metrics
-from ..toys.model import ToyConfig, ToyTransformer
+from .. import metrics, plotting
+from ..toys.analysis import late_change, switch_stats
+from ..toys.model import ToyConfig
 from ..toys.tasks import SwitchTask
 from ..toys.train import Seeds, TrainConfig, fit
+from . import Measured
 
 
-@torch.no_grad()
-def switch_stats(model: ToyTransformer, task: SwitchTask, eval_seed: int, n_eval: int) -> dict:
-    """Where the off queries of a trained switch model put their attention, and what it adds."""
-    x, y, info = task.sample(n_eval, torch.Generator().manual_seed(eval_seed))
-    device = next(model.parameters()).device
-    out, records = model(x.to(device), record=True)
-    rec = records[0]
-    attn, values = rec["attn"][:, 0].cpu(), rec["values"][:, 0].cpu()
-    values_out, update = rec["values_out"][:, 0].cpu(), rec["update"][:, 0].cpu()
-    off = info["off"]
-    q_attn = attn[:, 1:]  # queries of the task tokens
-    self_mass = q_attn[..., 1:].diagonal(dim1=-2, dim2=-1)
-    weighted = (q_attn * values_out.norm(dim=-1)[:, None, :]).sum(-1)  # sum_j A_ij ||u_j||
-    upd = update[:, 1:].norm(dim=-1)
-    sink = torch.zeros(values.shape[0], dtype=torch.long)
-    bos_mass_off = q_attn[..., 0][off].mean().item()
-    self_mass_off = self_mass[off].mean().item()
-    stats = {
-        "mse": torch.nn.functional.mse_loss(out.cpu(), y).item(),
-        "bos_mass_off": bos_mass_off,
-        "bos_mass_on": q_attn[..., 0][~off].mean().item(),
-        "self_mass_off": self_mass_off,
-        "value_ratio": metrics.value_norm_ratio(values, sink).mean().item(),
-        "update_off_over_on": (upd[off].mean() / upd[~off].mean()).item(),
-        "cancellation_index_off": (upd[off] / weighted[off].clamp_min(1e-12)).mean().item(),
-    }
-    if bos_mass_off >= 0.5:
-        stats["pattern"] = "sink"
-    elif self_mass_off >= 0.5:
-        stats["pattern"] = "diagonal"
-    else:
-        stats["pattern"] = "other"
-    return stats
-
-
-def run(params: dict[str, Any], device: str, checkpoint_dir: str | Path) -> dict[str, pd.DataFrame]:
-    cfg = ToyConfig(width=params["width"], layers=1, heads=1, max_len=params["length"], bos=True)
-    tcfg = TrainConfig(**params["train"])
+def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """Train one model per seed; per seed, the statistics of its off queries and its pattern."""
+    recipe = settings["recipe"]
+    cfg = ToyConfig(width=recipe["width"], layers=1, heads=1, max_len=recipe["length"], bos=True)
+    tcfg = TrainConfig(**recipe["train"])
     rows, curves = [], []
-    for seed in range(params["n_seeds"]):
-        seeds = Seeds(**{k: v + 1000 * seed for k, v in params["seeds"].items()})
+    for seed in range(recipe["n_seeds"]):
+        seeds = Seeds(**{k: v + 1000 * seed for k, v in recipe["seeds"].items()})
         task = SwitchTask(
             cfg.width,
-            params["length"],
-            params["p_off"],
+            recipe["length"],
+            recipe["p_off"],
             "hard",
             torch.Generator().manual_seed(seeds.data),
         )
-        model, curve = fit(cfg, task, tcfg, seeds, checkpoint_dir, device, f"D4 seed {seed}")
-        stats = switch_stats(model, task, seeds.eval, params["n_eval"])
+        model, curve = fit(
+            cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], f"D4 seed {seed}"
+        )
+        stats = switch_stats(model, task, seeds.eval, recipe["n_eval"])
         stats["is_sink"] = (
             stats["pattern"] == "sink" and stats["value_ratio"] <= metrics.NOP_MAX_RATIO
         )
@@ -81,20 +51,38 @@ def run(params: dict[str, Any], device: str, checkpoint_dir: str | Path) -> dict
     return {"seeds": pd.DataFrame(rows), "curves": pd.concat(curves)}
 
 
-def describe(params: dict[str, Any]) -> str:
-    return f"1-layer 1-head toy, d={params['width']}, L={params['length']}, learned BOS"
+def _model(recipe: dict[str, Any]) -> str:
+    return f"1-layer 1-head toy, d={recipe['width']}, L={recipe['length']}, learned BOS"
 
 
-def measured_claims(tables: dict[str, pd.DataFrame]) -> dict[str, float]:
-    return {"D4.hard_switch_is_sink": float(100 * tables["seeds"].is_sink.mean())}
-
-
-def figure(tables: dict[str, pd.DataFrame], scale: str, model: str):
-    """Per seed: attention of off queries (BOS vs self), BOS value-norm ratio, cancellation."""
-    from .. import plotting
-
+def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
+    """Share of seeds (%) whose switch is a sink; the note gives the statistics behind it."""
     s = tables["seeds"]
-    fig, axes = plotting.figure(ncols=4, width=3.2)
+    training = "; ".join(
+        f"seed {seed} {late_change(curve)}" for seed, curve in tables["curves"].groupby("seed")
+    )
+    note = (
+        f"{len(s)} seeds, {int(s.is_sink.sum())} sinks, patterns "
+        f"{s.pattern.value_counts().to_dict()}; off queries' mass on the BOS "
+        f"{s.bos_mass_off.min():.2f}-{s.bos_mass_off.max():.2f}, on themselves "
+        f"{s.self_mass_off.min():.2f}-{s.self_mass_off.max():.2f}; BOS value-norm ratio "
+        f"{s.value_ratio.min():.3f}-{s.value_ratio.max():.3f} (a sink seed needs <= "
+        f"{metrics.NOP_MAX_RATIO}); cancellation index of off queries "
+        f"{s.cancellation_index_off.mean():.2f}, off update / on update "
+        f"{s.update_off_over_on.mean():.2f} (means over seeds); MSE {s.mse.mean():.4f} (mean); "
+        f"eval MSE over the last fifth of training: {training}"
+    )
+    return {
+        "D4.hard_switch_is_sink": Measured(
+            float(100 * s.is_sink.mean()), _model(settings["recipe"]), note
+        )
+    }
+
+
+def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
+    """Per seed: attention of off queries (BOS vs self), BOS value-norm ratio, cancellation."""
+    s = tables["seeds"]
+    fig, axes = plotting.panels(4, width=3.2, height=3.2)
     width = 0.38
     axes[0].bar(s.seed - width / 2, s.bos_mass_off, width, label="on BOS")
     axes[0].bar(s.seed + width / 2, s.self_mass_off, width, label="on itself")
@@ -119,21 +107,11 @@ def figure(tables: dict[str, pd.DataFrame], scale: str, model: str):
         axes[3].semilogy(c.step, c.eval_loss, label=f"seed {seed}")
     axes[3].set(xlabel="step", ylabel="eval MSE", title="Training curves")
     fig.suptitle(
-        plotting.title(scale, "D4", "a hard switch (exact zero) is implemented by a sink", model)
+        plotting.title(
+            settings["scale"],
+            "D4",
+            "a hard switch (exact zero) is implemented by a sink",
+            _model(settings["recipe"]),
+        )
     )
     return fig
-
-
-def claim_notes(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
-    s = tables["seeds"]
-    return {
-        "D4.hard_switch_is_sink": (
-            f"{len(s)} seeds; off queries' BOS mass {s.bos_mass_off.min():.2f}-"
-            f"{s.bos_mass_off.max():.2f} (not ~1), BOS value-norm ratio {s.value_ratio.min():.3f}-"
-            f"{s.value_ratio.max():.3f}; the rest of their attention spreads over many tokens "
-            f"whose values average out (cancellation index {s.cancellation_index_off.mean():.2f}, "
-            f"off update {s.update_off_over_on.mean():.2f} of the on update), and the MSE "
-            f"plateaus at {s.mse.mean():.4f}: with isotropic tokens, a key direction that lifts "
-            "the BOS for off queries also perturbs the on queries' uniform average"
-        )
-    }

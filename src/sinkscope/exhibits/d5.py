@@ -2,62 +2,78 @@
 pre-LN) on `SwitchTask` in soft mode: off tokens must get a function of themselves only
 (y_i = x_i + M c_i), which diagonal attention realises directly and a sink realises with the
 MLP. Over seeds and settings (context length T, width, weight decay), each trained run is
-classified by where its off queries attend (`d4.switch_stats`: sink, diagonal or other).
+classified by where its off queries attend (`toys.analysis.switch_stats`: sink,
+diagonal or other).
 """
 
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 
+from .. import metrics, plotting
+from ..toys.analysis import switch_stats
 from ..toys.model import ToyConfig
 from ..toys.tasks import SwitchTask
 from ..toys.train import Seeds, TrainConfig, fit
-from .d4 import switch_stats
+from . import Measured
+
+MODEL = "1-layer 1-head toy with MLP, learned BOS"
 
 
-def run(params: dict[str, Any], device: str, checkpoint_dir: str | Path) -> dict[str, pd.DataFrame]:
+def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """Train one model per setting and seed; per run, where its off queries attend."""
+    recipe = settings["recipe"]
     rows, curves = [], []
     grid = itertools.product(
-        params["lengths"], params["widths"], params["weight_decays"], range(params["n_seeds"])
+        recipe["lengths"], recipe["widths"], recipe["weight_decays"], range(recipe["n_seeds"])
     )
     for length, width, wd, seed in grid:
         cfg = ToyConfig(width=width, layers=1, heads=1, max_len=length, bos=True, mlp=True)
-        tcfg = TrainConfig(**{**params["train"], "weight_decay": wd})
-        seeds = Seeds(**{k: v + 1000 * seed for k, v in params["seeds"].items()})
+        tcfg = TrainConfig(**{**recipe["train"], "weight_decay": wd})
+        seeds = Seeds(**{k: v + 1000 * seed for k, v in recipe["seeds"].items()})
         task = SwitchTask(
-            width, length, params["p_off"], "soft", torch.Generator().manual_seed(seeds.data)
+            width, length, recipe["p_off"], "soft", torch.Generator().manual_seed(seeds.data)
         )
         desc = f"D5 T={length} d={width} wd={wd} seed {seed}"
-        model, curve = fit(cfg, task, tcfg, seeds, checkpoint_dir, device, desc)
+        model, curve = fit(
+            cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], desc
+        )
         setting = {"T": length, "width": width, "weight_decay": wd, "seed": seed}
-        rows.append({**setting, **switch_stats(model, task, seeds.eval, params["n_eval"])})
+        rows.append({**setting, **switch_stats(model, task, seeds.eval, recipe["n_eval"])})
         curves.append(curve.assign(**setting))
     return {"runs": pd.DataFrame(rows), "curves": pd.concat(curves)}
 
 
-def describe(params: dict[str, Any]) -> str:
-    return "1-layer 1-head toy with MLP, learned BOS"
+def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
+    """Share of runs (%) whose off queries attend to the BOS."""
+    runs = tables["runs"]
+    counts = runs.pattern.value_counts().to_dict()
+    by_t = runs.assign(sink=runs.pattern == "sink").groupby("T").sink.mean().round(2).to_dict()
+    low_ratio = int((runs.value_ratio <= metrics.NOP_MAX_RATIO).sum())
+    return {
+        "D5.sinks_preferred": Measured(
+            float(100 * (runs.pattern == "sink").mean()),
+            MODEL,
+            f"{len(runs)} runs: {counts}; sink share by T: {by_t}; off queries' self mass "
+            f"{runs.self_mass_off.max():.3f} at most; BOS value-norm ratio "
+            f"{runs.value_ratio.min():.2f}-{runs.value_ratio.max():.2f}, at most "
+            f"{metrics.NOP_MAX_RATIO} in {low_ratio} of {len(runs)} runs",
+        )
+    }
 
 
-def measured_claims(tables: dict[str, pd.DataFrame]) -> dict[str, float]:
-    return {"D5.sinks_preferred": float(100 * (tables["runs"].pattern == "sink").mean())}
-
-
-def figure(tables: dict[str, pd.DataFrame], scale: str, model: str):
+def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     """Share of runs per pattern by setting; BOS vs self mass of every run; training curves."""
-    from .. import plotting
-
     runs = tables["runs"].copy()
     runs["setting"] = [
         f"T={t} d={w}\nwd={wd}"
         for t, w, wd in zip(runs["T"], runs.width, runs.weight_decay, strict=True)
     ]
-    fig, axes = plotting.figure(ncols=3, width=4.2)
+    fig, axes = plotting.panels(3, width=4.2, height=3.2)
     share = runs.groupby("setting").pattern.value_counts(normalize=True).unstack(fill_value=0)
     share = share.reindex(columns=["sink", "diagonal", "other"], fill_value=0)
     share.plot.bar(stacked=True, ax=axes[0], rot=0, color=["C0", "C1", "C7"])
@@ -77,19 +93,5 @@ def figure(tables: dict[str, pd.DataFrame], scale: str, model: str):
     for _, c in tables["curves"].groupby(["T", "width", "weight_decay", "seed"]):
         axes[2].semilogy(c.step, c.eval_loss, c="C0", alpha=0.4)
     axes[2].set(xlabel="step", ylabel="eval MSE", title="Training curves (all runs)")
-    fig.suptitle(plotting.title(scale, "D5", "soft switch: sink or diagonal?", model))
+    fig.suptitle(plotting.title(settings["scale"], "D5", "soft switch: sink or diagonal?", MODEL))
     return fig
-
-
-def claim_notes(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
-    runs = tables["runs"]
-    counts = runs.pattern.value_counts().to_dict()
-    by_t = runs.assign(sink=runs.pattern == "sink").groupby("T").sink.mean().round(2).to_dict()
-    return {
-        "D5.sinks_preferred": (
-            f"{len(runs)} runs: {counts}; sink share by T: {by_t}; off queries' self mass "
-            f"{runs.self_mass_off.max():.3f} at most; BOS value-norm ratio "
-            f"{runs.value_ratio.min():.2f}-{runs.value_ratio.max():.2f}: the sink's value is not "
-            "~0 here (the MLP absorbs a constant update)"
-        )
-    }

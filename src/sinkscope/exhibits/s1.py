@@ -1,8 +1,8 @@
 """S1: a value-less sink logit absorbs the spare attention of a query that matches nothing.
 
-Runs the example of seed S as written there: `torch.manual_seed(seed)`, random values
-(n_tokens x dim), near-zero scores; softmax over the scores alone, then with a sink logit
-prepended whose value is zero (it is dropped after the softmax).
+Runs the example as stated: `torch.manual_seed(seed)`, random values (n_tokens x dim),
+near-zero scores; softmax over the scores alone, then with a sink logit prepended whose value
+is zero (it is dropped after the softmax).
 """
 
 from __future__ import annotations
@@ -10,8 +10,18 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from .. import plotting
+from . import Measured
 
-def sink_logit_example(
+CONDITIONS = {"no sink": False, "sink logit": True}
+
+
+def tables(inputs: dict, settings: dict) -> dict[str, pd.DataFrame]:
+    """The example of `settings["example"]` (seed, n_tokens, dim, scores, sink_logit)."""
+    return {"sink_logit": _sink_logit_example(**settings["example"])}
+
+
+def _sink_logit_example(
     seed: int, n_tokens: int, dim: int, scores: list[float], sink_logit: float
 ) -> pd.DataFrame:
     """Attention weights and output norm without and with the sink logit, one row per key."""
@@ -21,7 +31,7 @@ def sink_logit_example(
     values = torch.randn(n_tokens, dim, generator=generator)
     logits = torch.tensor(scores)
     rows = []
-    for condition, with_sink in (("no sink", False), ("sink logit", True)):
+    for condition, with_sink in CONDITIONS.items():
         if with_sink:
             full = torch.cat([torch.tensor([sink_logit]), logits]).softmax(-1)
             sink_weight, weights = full[0].item(), full[1:]
@@ -43,21 +53,35 @@ def sink_logit_example(
     return pd.DataFrame(rows)
 
 
-def measured_claims(table: pd.DataFrame) -> dict[str, float]:
-    """The three numbers the seed states, as computed."""
+def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
+    """The output norm without and with the sink logit, and the sink's share of the weight."""
+    table = tables["sink_logit"]
     by_condition = table.groupby("condition").first()
+    without = float(by_condition.loc["no sink", "output_norm"])
+    with_sink = float(by_condition.loc["sink logit", "output_norm"])
     sink = table[(table.condition == "sink logit") & (table.key == "sink")]
+    share = float(100 * sink.weight.iloc[0])
+    n_tokens = int((table.condition == "no sink").sum())
+    model = f"{n_tokens} random values (torch.manual_seed)"
     return {
-        "S1.norm_without_sink": float(by_condition.loc["no sink", "output_norm"]),
-        "S1.sink_share": float(100 * sink.weight.iloc[0]),
-        "S1.norm_with_sink": float(by_condition.loc["sink logit", "output_norm"]),
+        "S1.norm_without_sink": Measured(
+            without, model, f"output norm {without:.2f} with the softmax over {n_tokens} scores"
+        ),
+        "S1.sink_share": Measured(
+            share,
+            model,
+            f"the sink takes {share:.0f} % of the weight, the {n_tokens} tokens the other "
+            f"{100 - share:.0f} %",
+        ),
+        "S1.norm_with_sink": Measured(
+            with_sink, model, f"output norm {with_sink:.2f} with the sink vs {without:.2f} without"
+        ),
     }
 
 
-def figure(table: pd.DataFrame, scale: str):
+def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Left: attention weight per key without and with the sink. Right: the output norms."""
-    from .. import plotting
-
+    table = tables["sink_logit"]
     fig, (ax_w, ax_n) = plotting.figure(ncols=2, width=4.2, gridspec_kw={"width_ratios": [2, 1]})
     keys = ["sink", *(k for k in dict.fromkeys(table.key) if k != "sink")]
     pivot = table.pivot(index="key", columns="condition", values="weight").reindex(keys).fillna(0)
@@ -72,5 +96,7 @@ def figure(table: pd.DataFrame, scale: str):
     ax_n.bar_label(bars, fmt="%.2f")
     ax_n.margins(y=0.12)
     ax_n.set(ylabel="||weights @ values||", title="Output norm")
-    fig.suptitle(plotting.title(scale, "S1", "a value-less sink logit absorbs spare attention"))
+    fig.suptitle(
+        plotting.title(settings["scale"], "S1", "a value-less sink logit absorbs spare attention")
+    )
     return fig

@@ -1,8 +1,8 @@
-"""S3 and S4: streaming perplexity of pretrained LMs under the KV-cache policies.
+"""S3: streaming perplexity of pretrained LMs under the KV-cache policies.
 
-Input: the per-token NLL tables of `sinkscope.streaming.run.part_nll`, all parts of all models,
-concatenated with a `model` column. PPL = exp(mean NLL) over text positions; each comparison is
-made on the positions both conditions scored.
+Input: the per-token NLL tables of `sinkscope.streaming.run.part_nll`, all parts of all models.
+PPL = exp(mean NLL) over text positions; each comparison is made on the positions both
+conditions scored: every condition is compared with the streaming cache S + (C - S).
 """
 
 from __future__ import annotations
@@ -10,22 +10,25 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-
-def ppl(frame: pd.DataFrame) -> float:
-    return float(np.exp(frame.nll.mean()))
-
-
-def recompute_condition(nll: pd.DataFrame) -> str:
-    return next(c for c in nll.condition.unique() if c.startswith("recompute"))
+from ..streaming.exhibit_tables import ppl, read_nll
+from . import Measured
 
 
-def s3_table(nll: pd.DataFrame) -> pd.DataFrame:
-    """Per model and condition: PPL over its own positions and at the re-computation positions."""
+def _recompute_condition(conditions) -> str:
+    return next(c for c in conditions if c.startswith("recompute"))
+
+
+def _ppl_table(nll: pd.DataFrame, cache: int, sinks: int) -> pd.DataFrame:
+    """Per model and condition: PPL over its own positions, at the re-computation positions, and
+    with the streaming cache's PPL on the positions both scored."""
+    streaming = f"{sinks}+{cache - sinks}"
     rows = []
     for model, frame in nll.groupby("model", sort=False):
-        at = set(frame[frame.condition == recompute_condition(frame)].position)
+        at = set(frame[frame.condition == _recompute_condition(frame.condition.unique())].position)
+        reference = frame[frame.condition == streaming]
         for condition, part in frame.groupby("condition", sort=False):
             matched = part[part.position.isin(at)]
+            shared = set(part.position) & set(reference.position)
             rows.append(
                 {
                     "model": model,
@@ -33,12 +36,15 @@ def s3_table(nll: pd.DataFrame) -> pd.DataFrame:
                     "tokens": len(part),
                     "ppl": ppl(part),
                     "ppl_at_recompute_positions": ppl(matched) if len(matched) else np.nan,
+                    "shared_tokens": len(shared),
+                    "ppl_shared": ppl(part[part.position.isin(shared)]),
+                    "streaming_ppl_shared": ppl(reference[reference.position.isin(shared)]),
                 }
             )
     return pd.DataFrame(rows)
 
 
-def curve(nll: pd.DataFrame, bin_tokens: int) -> pd.DataFrame:
+def _curve(nll: pd.DataFrame, bin_tokens: int) -> pd.DataFrame:
     """log-PPL (mean NLL) per bin of text positions, per model and condition."""
     binned = nll.assign(bin=(nll.position - 1) // bin_tokens)
     out = binned.groupby(["model", "condition", "bin"], sort=False).nll.agg(["mean", "size"])
@@ -47,51 +53,40 @@ def curve(nll: pd.DataFrame, bin_tokens: int) -> pd.DataFrame:
     return out.drop(columns="bin")
 
 
-def _ratio(frame: pd.DataFrame, num: str, den: str) -> float:
-    both = frame[frame.condition.isin([num, den])]
-    common = both.groupby("position").condition.nunique().eq(2)
-    both = both[both.position.isin(common[common].index)]
-    return ppl(both[both.condition == num]) / ppl(both[both.condition == den])
-
-
-def s3_claims(nll: pd.DataFrame, model: str, cache: int, sinks: int) -> dict[str, float]:
-    frame = nll[nll.model == model]
-    window, streaming = f"0+{cache}", f"{sinks}+{cache - sinks}"
-    newline = next(c for c in frame.condition.unique() if c.startswith("nl+"))
+def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.DataFrame]:
+    nll = read_nll(inputs["nll"])
     return {
-        "S3.window_collapses": _ratio(frame, window, streaming),
-        "S3.sinks_match_recomputation": _ratio(frame, streaming, recompute_condition(frame)),
-        "S3.newline_sinks": _ratio(frame, newline, streaming),
+        "ppl": _ppl_table(nll, settings["cache"], settings["newline_sinks"]),
+        "curve": _curve(nll, settings["bin_tokens"]),
     }
 
 
-def s4_table(nll: pd.DataFrame, cache: int, sinks: list[int]) -> pd.DataFrame:
-    """Per model and number of initial tokens kept: PPL on the positions all of them scored."""
-    rows = []
-    for model, frame in nll.groupby("model", sort=False):
-        names = {k: f"{k}+{cache - k}" for k in sinks}
-        part = frame[frame.condition.isin(names.values())]
-        last = part.groupby("condition").position.max().min()
-        part = part[part.position <= last]
-        for k, name in names.items():
-            sel = part[part.condition == name]
-            rows.append(
-                {"model": model, "sinks": k, "condition": name, "tokens": len(sel), "ppl": ppl(sel)}
-            )
-    return pd.DataFrame(rows)
+def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
+    table, model, cache = tables["ppl"], settings["claim_model"], settings["cache"]
+    rows = table[table.model == model].set_index("condition")
+    window, recompute = f"0+{cache}", _recompute_condition(rows.index)
+    newline = next(c for c in rows.index if c.startswith("nl+"))
+    values = {
+        "S3.window_collapses": rows.ppl_shared[window] / rows.streaming_ppl_shared[window],
+        "S3.sinks_match_recomputation": rows.streaming_ppl_shared[recompute]
+        / rows.ppl_shared[recompute],
+        "S3.newline_sinks": rows.ppl_shared[newline] / rows.streaming_ppl_shared[newline],
+    }
+    others = [m for m in dict.fromkeys(table.model) if m != model]
+    note = (
+        f"cache {cache}; other models in results/S3/ppl.parquet: {others}; "
+        f"re-computation scored at {int(rows.tokens[recompute])} positions"
+    )
+    return {claim: Measured(float(value), model, note) for claim, value in values.items()}
 
 
-def s4_claims(table: pd.DataFrame, model: str) -> dict[str, float]:
-    by = table[table.model == model].set_index("sinks").ppl
-    return {"S4.one_sink_recovers": by[0] / by[1], "S4.four_sinks_suffice": by[4] / by[8]}
-
-
-def s3_figure(curves: pd.DataFrame, table: pd.DataFrame, scale: str, cache: int):
+def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
+    curves, table, cache = tables["curve"], tables["ppl"], settings["cache"]
     models = list(dict.fromkeys(curves.model))
-    fig, axes = plotting.figure(ncols=len(models), width=max(5.0, 8.0 / len(models)), squeeze=False)
-    for ax, model in zip(axes[0], models, strict=True):
+    fig, axes = plotting.panels(len(models), width=8.0 if len(models) == 1 else 5.0)
+    for ax, model in zip(axes, models, strict=True):
         part = curves[curves.model == model]
         ppls = table[table.model == model].set_index("condition").ppl
         for condition, line in part.groupby("condition", sort=False):
@@ -107,27 +102,5 @@ def s3_figure(curves: pd.DataFrame, table: pd.DataFrame, scale: str, cache: int)
         ax.set(xlabel="text position (tokens)", ylabel="log PPL (mean NLL per bin)", title=model)
         ax.legend(fontsize=7)
     text = f"streaming log-PPL by KV-cache policy, cache {cache}"
-    fig.suptitle(plotting.title(scale, "S3", text, ", ".join(models)))
-    return fig
-
-
-def s4_figure(table: pd.DataFrame, scale: str):
-    from .. import plotting
-
-    fig, ax = plotting.figure(width=5.0)
-    for model, part in table.groupby("model", sort=False):
-        ax.plot(part.sinks.astype(str), part.ppl, "o-", label=model)
-        for k, value in zip(part.sinks.astype(str), part.ppl, strict=True):
-            ax.annotate(
-                f"{value:.1f}",
-                (k, value),
-                textcoords="offset points",
-                xytext=(0, 4),
-                ha="center",
-                fontsize=7,
-            )
-    ax.set(yscale="log", xlabel="initial tokens kept (same total cache)", ylabel="PPL")
-    ax.legend()
-    models = ", ".join(dict.fromkeys(table.model))
-    fig.suptitle(plotting.title(scale, "S4", "how many initial tokens to keep", models))
+    fig.suptitle(plotting.title(settings["scale"], "S3", text, ", ".join(models)))
     return fig

@@ -9,18 +9,34 @@ patches.
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from .. import metrics, plotting
+from ..vision.tables import labelled
+from . import Measured
 
 # The register outliers are "gone" when the share with registers is at most this fraction of
 # the share without.
 GONE_FRACTION = 0.25
+ROLES = ("without", "with")
 
 
-def shares(tokens: pd.DataFrame, outlier: dict) -> pd.DataFrame:
+def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
+    """Outlier shares and norm histograms of every model, and the CLS maps, each labelled with
+    the model's pair, role and seed."""
+    tokens = labelled(inputs["norms"], settings["models"])
+    return {
+        "shares": _shares(tokens, settings["outlier"]),
+        "histogram": _histogram(tokens, settings["bins"]),
+        "maps": labelled(inputs["maps"], settings["models"]),
+    }
+
+
+def _shares(tokens: pd.DataFrame, outlier: dict) -> pd.DataFrame:
     """Per model (rows of `tokens` carry model, pair, role, seed): outlier shares and norms."""
     rows = []
     for (model, pair, role, seed), part in tokens.groupby(
@@ -48,7 +64,7 @@ def shares(tokens: pd.DataFrame, outlier: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def histogram(tokens: pd.DataFrame, bins: int) -> pd.DataFrame:
+def _histogram(tokens: pd.DataFrame, bins: int) -> pd.DataFrame:
     """Counts of token norms per model and kind, on log-spaced bins shared within a pair."""
     rows = []
     for pair, part in tokens.groupby("pair", sort=False):
@@ -75,11 +91,11 @@ def histogram(tokens: pd.DataFrame, bins: int) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def claims(table: pd.DataFrame) -> dict[str, tuple]:
-    """On the first pair, mean over seeds: outlier share without registers, and whether
+def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
+    """On the claim model's pair, mean over seeds: outlier share without registers, and whether
     registers remove the outliers (share with <= GONE_FRACTION x share without, which is > 0)."""
-    pair = table.pair.iloc[0]
-    part = table[table.pair == pair]
+    pair = settings["claim_model"]
+    part = tables["shares"][tables["shares"].pair == pair]
     without = float(part[part.role == "without"].outlier_share.mean())
     with_registers = float(part[part.role == "with"].outlier_share.mean())
     seeds = part.seed.nunique()
@@ -89,31 +105,30 @@ def claims(table: pd.DataFrame) -> dict[str, tuple]:
         f"without registers, {with_registers:.2f} % with"
     )
     return {
-        "S8.outlier_share": (without, note),
-        "S8.registers_remove_outliers": (
-            bool(gone),
-            note + f" (gone: <= {GONE_FRACTION:.0%} of it)",
+        "S8.outlier_share": Measured(without, pair, note),
+        "S8.registers_remove_outliers": Measured(
+            bool(gone), pair, note + f" (gone: <= {GONE_FRACTION:.0%} of it)"
         ),
     }
 
 
-def figure(table: pd.DataFrame, hist: pd.DataFrame, maps: pd.DataFrame, scale: str):
+def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Top: norm histograms per pair (patch tokens, without vs with registers) and outlier
-    shares. Bottom: images and CLS attention maps of the first pair's first seed."""
+    shares, at most three panels a row. Bottom: one row per image of the first pair's first
+    seed: the image and its CLS attention maps without and with registers."""
+    table, hist, maps = tables["shares"], tables["histogram"], tables["maps"]
     plotting.use_style()
     pairs = list(dict.fromkeys(table.pair))
     shown = maps[maps.seed == maps.seed.min()]
     shown = shown[shown.pair == pairs[0]]
     samples = sorted(shown["sample"].unique())[:3]
-    fig = plt.figure(
-        figsize=(3.4 * max(len(pairs) + 1, 3 * max(1, len(samples))) / 1.4, 6.4),
-        layout="constrained",
-    )
-    top, bottom = fig.subfigures(2, 1)
-    axes = top.subplots(1, len(pairs) + 1, squeeze=False)[0]
+    top_rows, bottom_rows = math.ceil((len(pairs) + 1) / 3), max(1, len(samples))
+    fig = plt.figure(figsize=(10.2, 3.2 * top_rows + 2.4 * bottom_rows), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[3.2 * top_rows, 2.4 * bottom_rows])
+    axes = list(top.subplots(top_rows, min(3, len(pairs) + 1), squeeze=False).flat)
     for ax, pair in zip(axes, pairs, strict=False):
         part = hist[(hist.pair == pair) & (hist.kind == "patch")]
-        for i, role in enumerate(("without", "with")):
+        for i, role in enumerate(ROLES):
             counts = part[part.role == role].groupby("bin_low")["count"].sum()
             ax.stairs(
                 counts.to_numpy(),
@@ -121,7 +136,7 @@ def figure(table: pd.DataFrame, hist: pd.DataFrame, maps: pd.DataFrame, scale: s
                 color=f"C{i}",
                 label=f"{role} registers",
             )
-        for i, role in enumerate(("without", "with")):
+        for i, role in enumerate(ROLES):
             threshold = table[(table.pair == pair) & (table.role == role)].threshold.mean()
             ax.axvline(threshold, color=f"C{i}", ls="--", lw=0.8)
         ax.set(
@@ -132,36 +147,41 @@ def figure(table: pd.DataFrame, hist: pd.DataFrame, maps: pd.DataFrame, scale: s
             title=pair,
         )
         ax.legend(fontsize=7)
+    shares_ax = axes[len(pairs)]
     summary = table.groupby(["pair", "role"], sort=False).outlier_share.agg(["mean", "std"])
     labels = [p.split(" / ")[0 if r == "without" else 1] for p, r in summary.index]
-    axes[-1].bar(
+    shares_ax.bar(
         labels,
         summary["mean"],
         yerr=summary["std"].fillna(0),
         capsize=3,
         color=["C0" if r == "without" else "C1" for _, r in summary.index],
     )
-    axes[-1].set(ylabel="% of patch tokens above threshold", title="high-norm outliers")
-    axes[-1].tick_params(axis="x", rotation=40)
-    cells = bottom.subplots(1, 3 * max(1, len(samples)), squeeze=False)[0]
-    for i, sample in enumerate(samples):
+    shares_ax.set(ylabel="% of patch tokens above threshold", title="high-norm outliers")
+    shares_ax.tick_params(axis="x", rotation=40)
+    for ax in axes[len(pairs) + 1 :]:
+        ax.set_visible(False)
+    cells = bottom.subplots(bottom_rows, 3, squeeze=False)
+    for row_axes, sample in zip(cells, samples, strict=False):
         rows = shown[shown["sample"] == sample].set_index("role")
         first = rows.iloc[0]
         image = np.frombuffer(first.pixels, np.uint8).reshape(first.image_size, first.image_size, 3)
-        cells[3 * i].imshow(image)
-        cells[3 * i].set_title(f"image {sample}")
-        for j, role in enumerate(("without", "with")):
+        row_axes[0].imshow(image)
+        row_axes[0].set_title(f"image {sample}")
+        for ax, role in zip(row_axes[1:], ROLES, strict=True):
             if role in rows.index:
                 row = rows.loc[role]
                 grid = np.asarray(row.weights).reshape(row.side, row.side)
-                cells[3 * i + 1 + j].imshow(grid, cmap="inferno")
-                cells[3 * i + 1 + j].set_title(
+                ax.imshow(grid, cmap="inferno")
+                ax.set_title(
                     f"CLS attention, {role} reg.\n(registers take {row.register_mass:.2f})",
                     fontsize=7,
                 )
-    for ax in cells:
+    for ax in cells.flat:
         ax.axis("off")
     fig.suptitle(
-        plotting.title(scale, "S8", "token norms and CLS attention without / with registers")
+        plotting.title(
+            settings["scale"], "S8", "token norms and CLS attention without / with registers"
+        )
     )
     return fig

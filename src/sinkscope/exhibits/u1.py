@@ -10,16 +10,17 @@ the value of a non-sink token (token 1 of the same sequence); the sink's attenti
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 
-from .. import metrics
+from .. import metrics, plotting
+from ..toys.analysis import late_change
 from ..toys.model import ToyConfig, ToyTransformer
 from ..toys.tasks import NopTask
 from ..toys.train import Seeds, TrainConfig, fit
+from . import Measured
 
 INTERVENTIONS = ("baseline", "zero sink value", "donor value", "redirect sink attention")
 
@@ -48,7 +49,7 @@ def intervention(name: str):
 
 
 @torch.no_grad()
-def analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) -> dict[str, Any]:
+def _analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) -> dict[str, Any]:
     """Interventions, sink statistics and QK spectrum of a trained U1 model."""
     x, y, info = task.sample(n_eval, torch.Generator().manual_seed(eval_seed))
     device = next(model.parameters()).device
@@ -82,28 +83,32 @@ def analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) -
     }
 
 
-def run(params: dict[str, Any], device: str, checkpoint_dir: str | Path) -> dict[str, pd.DataFrame]:
+def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """Train one model per (gamma, p) of the sweep; the first setting is the main one."""
-    cfg = ToyConfig(width=params["width"], layers=1, heads=1, max_len=params["length"], bos=True)
-    tcfg = TrainConfig(**params["train"])
-    seeds = Seeds(**params["seeds"])
-    settings = [(params["gamma"], params["p"])]
-    settings += [
-        (g, p)
-        for g in params["sweep"]["gamma"]
-        for p in params["sweep"]["p"]
-        if (g, p) not in settings
+    recipe = settings["recipe"]
+    cfg = ToyConfig(width=recipe["width"], layers=1, heads=1, max_len=recipe["length"], bos=True)
+    tcfg = TrainConfig(**recipe["train"])
+    seeds = Seeds(**recipe["seeds"])
+    runs = [(recipe["gamma"], recipe["p"])]
+    runs += [
+        (g, p) for g in recipe["sweep"]["gamma"] for p in recipe["sweep"]["p"] if (g, p) not in runs
     ]
     summary, curves = [], []
-    for gamma, p in settings:
+    for gamma, p in runs:
         task = NopTask(
-            cfg.width, params["length"], gamma, p, torch.Generator().manual_seed(seeds.data)
+            cfg.width, recipe["length"], gamma, p, torch.Generator().manual_seed(seeds.data)
         )
         model, curve = fit(
-            cfg, task, tcfg, seeds, checkpoint_dir, device, f"U1 gamma={gamma} p={p}"
+            cfg,
+            task,
+            tcfg,
+            seeds,
+            settings["checkpoints"],
+            settings["device"],
+            f"U1 gamma={gamma} p={p}",
         )
-        res = analyse(model, task, seeds.eval, params["n_eval"])
-        main = (gamma, p) == settings[0]
+        res = _analyse(model, task, seeds.eval, recipe["n_eval"])
+        main = (gamma, p) == runs[0]
         summary.append(
             {
                 "gamma": gamma,
@@ -163,28 +168,59 @@ def run(params: dict[str, Any], device: str, checkpoint_dir: str | Path) -> dict
     }
 
 
-def describe(params: dict[str, Any]) -> str:
-    return f"1-layer 1-head toy, d={params['width']}, L={params['length']}, learned BOS"
+def _model(recipe: dict[str, Any]) -> str:
+    return f"1-layer 1-head toy, d={recipe['width']}, L={recipe['length']}, learned BOS"
 
 
-def measured_claims(tables: dict[str, pd.DataFrame]) -> dict[str, float]:
-    summary = tables["summary"]
+def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
+    """The main run's numbers; the notes add its attention masses, its training curve and the
+    sweep."""
+    summary, curves = tables["summary"], tables["curves"]
     main = summary[summary["main"]].iloc[0]
-    return {
-        "U1.sink_value_ratio": float(main["value_ratio"]),
-        "U1.qk_spectral_peak": float(main["spectral_peak"]),
-        "U1.mse_baseline": float(main["mse baseline"]),
-        "U1.mse_zero_sink_value": float(main["mse zero sink value"]),
-        "U1.mse_donor_value": float(main["mse donor value"]),
-        "U1.mse_redirect": float(main["mse redirect sink attention"]),
+    sweep = summary[~summary["main"]]
+    curve = curves[(curves.gamma == main["gamma"]) & (curves.p == main["p"])]
+    baseline = main["mse baseline"]
+    where = (
+        f"gamma={main['gamma']}, p={main['p']} (lambda={main['lambda']:.3f}): NOP queries put "
+        f"{main['bos_mass_nop']:.2f} of their attention on the BOS, damped queries "
+        f"{main['bos_mass_damped']:.2f} on the BOS and {main['self_mass_damped']:.2f} on "
+        f"themselves; relaxed sink-event share {main['sink_event_share']:.2f}"
+    )
+    sweep_mass = "".join(
+        f"; gamma={r.gamma}, p={r.p} (lambda={r['lambda']:.3f}): NOP queries' BOS mass "
+        f"{r.bos_mass_nop:.2f}, value-norm ratio {r.value_ratio:.3f}"
+        for _, r in sweep.iterrows()
+    )
+    training = f"; eval MSE over the last fifth of training {late_change(curve)}" + "".join(
+        f"; gamma={r.gamma}, p={r.p}: baseline MSE {r['mse baseline']:.4f}"
+        for _, r in sweep.iterrows()
+    )
+    values = {
+        "U1.sink_value_ratio": (main["value_ratio"], where + sweep_mass),
+        "U1.qk_spectral_peak": (main["spectral_peak"], where),
+        "U1.mse_baseline": (baseline, where + training),
+        "U1.mse_zero_sink_value": (
+            main["mse zero sink value"],
+            f"zero sink value / baseline MSE = {main['mse zero sink value'] / baseline:.3f}; "
+            f"sink value-norm ratio {main['value_ratio']:.3f}" + training,
+        ),
+        "U1.mse_donor_value": (
+            main["mse donor value"],
+            where + f"; donor / baseline MSE = {main['mse donor value'] / baseline:.1f}x",
+        ),
+        "U1.mse_redirect": (
+            main["mse redirect sink attention"],
+            where
+            + f"; redirect / baseline MSE = {main['mse redirect sink attention'] / baseline:.1f}x",
+        ),
     }
+    model = _model(settings["recipe"])
+    return {cid: Measured(float(value), model, note) for cid, (value, note) in values.items()}
 
 
-def figure(tables: dict[str, pd.DataFrame], scale: str, model: str):
+def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     """Attention map of one sample, value norm by position, QK spectrum, training curves."""
-    from .. import plotting
-
-    fig, axes = plotting.figure(ncols=4, width=3.6)
+    fig, axes = plotting.panels(4, width=3.6, height=3.2)
     att = tables["attention"].pivot(index="query", columns="key", values="weight")
     im = axes[0].imshow(att.values, cmap="viridis", vmin=0, vmax=1)
     damped = tables["attention"].groupby("query").query_damped.first()
@@ -212,45 +248,11 @@ def figure(tables: dict[str, pd.DataFrame], scale: str, model: str):
     axes[3].set(xlabel="step", ylabel="eval MSE", title="Training curves")
     axes[3].legend(fontsize=7)
     fig.suptitle(
-        plotting.title(scale, "U1", "conditional damping routes NOP tokens to a sink", model)
+        plotting.title(
+            settings["scale"],
+            "U1",
+            "conditional damping routes NOP tokens to a sink",
+            _model(settings["recipe"]),
+        )
     )
     return fig
-
-
-def claim_notes(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
-    """What the main run and the sweep show beside each number."""
-    summary = tables["summary"]
-    main = summary[summary["main"]].iloc[0]
-    where = (
-        f"gamma={main['gamma']}, p={main['p']}: NOP queries put {main['bos_mass_nop']:.2f} of "
-        f"their attention on the BOS, damped queries {main['self_mass_damped']:.2f} on "
-        "themselves (a conditional sink: the relaxed sink-event rule, 90 % of queries, does "
-        "not fire by design)"
-    )
-    high = summary[summary.p < 0.5]
-    sweep = (
-        f"; with p < 0.5 (lambda > 0) NOP queries put only {high.bos_mass_nop.mean():.2f} on the "
-        "BOS: without biases the BOS score is linear in LN(x) and the threshold must come "
-        "from the self score"
-        if len(high)
-        else ""
-    )
-    plateau = (
-        f"; the MSE plateaus (soft switch near the threshold, {main['bos_mass_nop']:.2f} / "
-        f"{main['self_mass_damped']:.2f} mass where 1 is needed); an ad-hoc run 2x longer at "
-        "3x the learning rate reached the same MSE, so at batch 64 the step budget is not the "
-        "cause; gamma=0.5 runs scale the MSE by (1 - gamma)^2"
-    )
-    ratio = f"; donor / baseline = {main['mse donor value'] / main['mse baseline']:.1f}x"
-    return {
-        "U1.sink_value_ratio": where + sweep,
-        "U1.qk_spectral_peak": where,
-        "U1.mse_baseline": where + plateau,
-        "U1.mse_zero_sink_value": (
-            f"equal to the baseline within "
-            f"{abs(main['mse zero sink value'] / main['mse baseline'] - 1):.1%}: the sink's value "
-            "is already ~0; the absolute level is the baseline's" + plateau
-        ),
-        "U1.mse_donor_value": where + ratio,
-        "U1.mse_redirect": where,
-    }

@@ -8,20 +8,23 @@ relative to the input. The hub is the layer with the larger inflow.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 
-from .. import metrics
+from .. import metrics, plotting
+from ..toys.analysis import late_change
 from ..toys.model import ToyConfig, ToyTransformer
 from ..toys.tasks import BroadcastTask
 from ..toys.train import Seeds, TrainConfig, fit
+from . import Measured
 
 
 @torch.no_grad()
-def analyse(model: ToyTransformer, task: BroadcastTask, eval_seed: int, n_eval: int) -> list[dict]:
+def _analyse(model: ToyTransformer, task: BroadcastTask, eval_seed: int, n_eval: int) -> list[dict]:
+    """Per layer: task MSE, inflow to j*, value-norm ratio at j*, stable rank and relative norm
+    of the head update."""
     x, y, info = task.sample(n_eval, torch.Generator().manual_seed(eval_seed))
     device = next(model.parameters()).device
     out, records = model(x.to(device), record=True)
@@ -46,27 +49,31 @@ def analyse(model: ToyTransformer, task: BroadcastTask, eval_seed: int, n_eval: 
     return rows
 
 
-def run(params: dict[str, Any], device: str, checkpoint_dir: str | Path) -> dict[str, pd.DataFrame]:
+def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """Train one model per seed; per seed and layer, the statistics of the module docstring."""
+    recipe = settings["recipe"]
     cfg = ToyConfig(
-        width=params["width"],
+        width=recipe["width"],
         layers=2,
         heads=1,
-        max_len=params["length"],
+        max_len=recipe["length"],
         bos=False,
         pos_emb=True,
         mlp=True,
         causal=False,
-        bias=params["bias"],
+        bias=recipe["bias"],
     )
-    tcfg = TrainConfig(**params["train"])
+    tcfg = TrainConfig(**recipe["train"])
     rows, curves = [], []
-    for seed in range(params["n_seeds"]):
-        seeds = Seeds(**{k: v + 1000 * seed for k, v in params["seeds"].items()})
+    for seed in range(recipe["n_seeds"]):
+        seeds = Seeds(**{k: v + 1000 * seed for k, v in recipe["seeds"].items()})
         task = BroadcastTask(
-            cfg.width, params["length"], params["alpha"], torch.Generator().manual_seed(seeds.data)
+            cfg.width, recipe["length"], recipe["alpha"], torch.Generator().manual_seed(seeds.data)
         )
-        model, curve = fit(cfg, task, tcfg, seeds, checkpoint_dir, device, f"U2 seed {seed}")
-        layers = analyse(model, task, seeds.eval, params["n_eval"])
+        model, curve = fit(
+            cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], f"U2 seed {seed}"
+        )
+        layers = _analyse(model, task, seeds.eval, recipe["n_eval"])
         hub = max(layers, key=lambda r: r["inflow_jstar"])["layer"]
         rows += [
             {**r, "seed": seed, "role": "hub" if r["layer"] == hub else "other"} for r in layers
@@ -75,35 +82,49 @@ def run(params: dict[str, Any], device: str, checkpoint_dir: str | Path) -> dict
     return {"layers": pd.DataFrame(rows), "curves": pd.concat(curves)}
 
 
-def describe(params: dict[str, Any]) -> str:
-    biases = "with" if params["bias"] else "without"
+def _model(recipe: dict[str, Any]) -> str:
+    biases = "with" if recipe["bias"] else "without"
     return (
-        f"2-layer 1-head toy with MLP, {biases} biases, d={params['width']}, L={params['length']}"
+        f"2-layer 1-head toy with MLP, {biases} biases, d={recipe['width']}, L={recipe['length']}"
     )
 
 
-def measured_claims(tables: dict[str, pd.DataFrame]) -> dict[str, float]:
-    hub = tables["layers"][tables["layers"].role == "hub"]
-    return {
-        "U2.mse": float(hub.mse.mean()),
-        "U2.hub_inflow": float(hub.inflow_jstar.mean()),
-        "U2.hub_srank": float(hub.srank.mean()),
-        "U2.hub_value_ratio": float(hub.value_ratio.mean()),
-    }
-
-
-def figure(tables: dict[str, pd.DataFrame], scale: str, model: str):
-    """Per layer over seeds: inflow to j*, value-norm ratio, stable rank; training curves."""
-    from .. import plotting
-
+def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
+    """Means over seeds of the hub layer; the note gives the other layer and the training."""
     layers = tables["layers"]
-    fig, axes = plotting.figure(ncols=4, width=3.3)
-    panels = [
+    hub = layers[layers.role == "hub"]
+    other = layers[layers.role == "other"]
+    recipe = settings["recipe"]
+    training = "; ".join(
+        f"seed {seed} {late_change(curve)}" for seed, curve in tables["curves"].groupby("seed")
+    )
+    note = (
+        f"seeds per hub layer (0-based): {hub.layer.value_counts().sort_index().to_dict()}; "
+        f"the other layer: inflow to j* {other.inflow_jstar.mean():.2f} (uniform attention: "
+        f"1/L = {1 / recipe['length']:.3f}), value-norm ratio {other.value_ratio.mean():.2f}, "
+        f"stable rank {other.srank.mean():.2f}, update norm / input norm "
+        f"{other.update_rel_norm.mean():.2f}; eval MSE over the last fifth of training: " + training
+    )
+    values = {
+        "U2.mse": hub.mse.mean(),
+        "U2.hub_inflow": hub.inflow_jstar.mean(),
+        "U2.hub_srank": hub.srank.mean(),
+        "U2.hub_value_ratio": hub.value_ratio.mean(),
+    }
+    model = _model(recipe)
+    return {cid: Measured(float(value), model, note) for cid, value in values.items()}
+
+
+def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
+    """Per layer over seeds: inflow to j*, value-norm ratio, stable rank; training curves."""
+    layers = tables["layers"]
+    fig, axes = plotting.panels(4, width=3.3, height=3.2)
+    views = [
         ("inflow_jstar", "attention inflow to j*"),
         ("value_ratio", "||v_j*|| / mean ||v||"),
         ("srank", "stable rank of update"),
     ]
-    for ax, (col, label) in zip(axes[:3], panels, strict=True):
+    for ax, (col, label) in zip(axes[:3], views, strict=True):
         for seed, g in layers.groupby("seed"):
             ax.plot(g.layer + 1, g[col], "o-", alpha=0.7, label=f"seed {seed}")
         ax.set(xlabel="layer", ylabel=label, xticks=sorted(layers.layer.unique() + 1), title=label)
@@ -114,24 +135,11 @@ def figure(tables: dict[str, pd.DataFrame], scale: str, model: str):
         axes[3].semilogy(c.step, c.eval_loss, label=f"seed {seed}")
     axes[3].set(xlabel="step", ylabel="eval MSE", title="Training curves")
     fig.suptitle(
-        plotting.title(scale, "U2", "global broadcast: the hub layer and the other layer", model)
+        plotting.title(
+            settings["scale"],
+            "U2",
+            "global broadcast: the hub layer and the other layer",
+            _model(settings["recipe"]),
+        )
     )
     return fig
-
-
-def claim_notes(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
-    layers = tables["layers"]
-    hub_layers = layers[layers.role == "hub"].layer.value_counts().to_dict()
-    other = layers[layers.role == "other"]
-    curves = tables["curves"]
-    last = curves[curves.step == curves.step.max()].eval_loss
-    note = (
-        f"hub layer index: number of seeds {hub_layers}; the other layer is not an identity: "
-        f"inflow to j* {other.inflow_jstar.mean():.2f} (uniform attention), stable rank "
-        f"{other.srank.mean():.2f}, update norm / input norm {other.update_rel_norm.mean():.2f}: "
-        "a constant (rank-1) vector added to every token, which a bias-free model can use as a "
-        "bias; final eval MSE per seed "
-        + ", ".join(f"{v:.3f}" for v in last)
-        + " (curves still falling: not converged at this budget)"
-    )
-    return {cid: note for cid in measured_claims(tables)}

@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 
 from .. import plotting
+from ..vision.tables import labelled
+from . import Measured
 
 # The paper's values (baseline / registers / elementwise gate / elementwise gate + registers);
 # the headwise gate has none.
@@ -26,18 +28,15 @@ PAPER = {
 }
 
 
-def stack(per_model: dict[str, pd.DataFrame], models: dict[str, dict]) -> pd.DataFrame:
-    """One table with the variant and seed of each model."""
-    return pd.concat(
-        [
-            df.assign(model=name, variant=models[name]["variant"], seed=models[name]["seed"])
-            for name, df in per_model.items()
-        ],
-        ignore_index=True,
-    )
+def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
+    """The per-model probe results and training logs (with variant and seed) and their summary
+    per variant."""
+    probes = labelled(inputs["probes"], settings["models"])
+    curves = labelled(inputs["curves"], settings["models"])
+    return {"table": _summary(probes, settings["variants"]), "probes": probes, "curves": curves}
 
 
-def summary(probes: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
+def _summary(probes: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     """Per variant, dataset and metric: mean, std (over seeds, ddof 1) and seeds; beside them
     the paper's value on the same dataset (`paper`, NaN for the procedural images) and the
     variant's paper values on each of the paper's datasets (`paper_<dataset>_<metric>`)."""
@@ -59,8 +58,10 @@ def _means(table: pd.DataFrame, task: str) -> pd.DataFrame:
     return part.pivot_table(index="variant", columns="dataset", values="mean", observed=True)
 
 
-def claims(table: pd.DataFrame) -> dict[str, tuple]:
-    """{claim id: (measured value, note)}. Segmentation claims must hold on every dataset."""
+def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
+    """Segmentation claims must hold on every dataset; classification is the spread of top-1
+    over the variants on the pretraining distribution."""
+    table, model = tables["table"], settings["claim_model"]
     seg, top1 = _means(table, "segmentation"), _means(table, "classification")
     stds = table[table.task == "segmentation"].pivot_table(
         index="variant", columns="dataset", values="std", observed=True, dropna=False
@@ -77,32 +78,37 @@ def claims(table: pd.DataFrame) -> dict[str, tuple]:
     accuracy = top1.iloc[:, 0]  # one classification dataset: the pretraining distribution
     per_variant = ", ".join(f"{v} {a:.1f}" for v, a in accuracy.items())
     return {
-        "U8.registers_improve_segmentation": (
+        "U8.registers_improve_segmentation": Measured(
             bool((seg.loc["registers"] > seg.loc["baseline"]).all()),
+            model,
             "mIoU " + describe("registers"),
         ),
-        "U8.gate_improves_segmentation": (
+        "U8.gate_improves_segmentation": Measured(
             bool((seg.loc["gate"] > seg.loc["baseline"]).all()),
+            model,
             "mIoU " + describe("gate"),
         ),
-        "U8.gate_registers_best": (
+        "U8.gate_registers_best": Measured(
             bool((best == "gate-registers").all()),
+            model,
             "best mIoU: "
             + ", ".join(f"{d} {best[d]} ({seg.loc[best[d], d]:.3f})" for d in seg.columns),
         ),
-        "U8.classification_unchanged": (
+        "U8.classification_unchanged": Measured(
             float(accuracy.max() - accuracy.min()),
+            model,
             f"max - min top-1 (points) on {top1.columns[0]}: {per_variant}",
         ),
     }
 
 
-def figure(table: pd.DataFrame, curves: pd.DataFrame, scale: str):
-    """Probe results per variant (mean +- std over seeds) and the training logs."""
-    panels = list(table.groupby(["task", "dataset"], sort=False).groups)
-    fig, axes = plotting.figure(ncols=len(panels) + 2, width=3.6, height=3.2, squeeze=False)
-    axes = axes[0]
-    for ax, (task, dataset) in zip(axes, panels, strict=False):
+def figure(tables: dict[str, pd.DataFrame], settings: dict):
+    """Probe results per variant (mean +- std over seeds) and the training logs, at most three
+    panels a row."""
+    table, curves = tables["table"], tables["curves"]
+    probes = list(table.groupby(["task", "dataset"], sort=False).groups)
+    fig, axes = plotting.panels(len(probes) + 2, width=3.6, height=3.2)
+    for ax, (task, dataset) in zip(axes, probes, strict=False):
         part = table[(table.task == task) & (table.dataset == dataset)]
         labels = list(part.variant.astype(str))
         ax.bar(labels, part["mean"], yerr=part["std"].fillna(0), capsize=3, color="C0")
@@ -129,5 +135,7 @@ def figure(table: pd.DataFrame, curves: pd.DataFrame, scale: str):
         ax.set(xlabel="step", ylabel=label, title=label)
         if column == "loss":
             ax.legend(fontsize=7)
-    fig.suptitle(plotting.title(scale, "U8", "frozen linear probes of the ViT variants (LeJEPA)"))
+    fig.suptitle(
+        plotting.title(settings["scale"], "U8", "frozen linear probes of the ViT variants (LeJEPA)")
+    )
     return fig

@@ -12,12 +12,21 @@ import pandas as pd
 
 from .. import diagnostics as dx
 from .. import plotting
+from . import Measured, read_tables
 
 CLASSES = ["NOP", "Broadcast", "other"]
 LOCATIONS = {"first": "cls", "register": "register", "other": "patch"}
 
 
-def events(
+def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
+    """The events of every model by class and location, and their summary per variant."""
+    models = settings["models"]
+    heads = read_tables(inputs["heads"], list(models))
+    events = _events(heads, models, settings["first_counted_layer"])
+    return {"table": _summary(events, settings["variants"]), "events": events}
+
+
+def _events(
     heads: dict[str, pd.DataFrame], models: dict[str, dict], first_counted_layer: int
 ) -> pd.DataFrame:
     """Per model, class and location: the event count and the events per image."""
@@ -46,7 +55,7 @@ def events(
     return pd.DataFrame(rows)
 
 
-def summary(table: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
+def _summary(table: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     """Per variant, class and location (plus location 'all'): mean and std over seeds of the
     events per image."""
     totals = table.groupby(["model", "variant", "seed", "sink_class"], as_index=False).agg(
@@ -62,17 +71,16 @@ def summary(table: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     return out.sort_values(["variant", "sink_class", "location"]).reset_index(drop=True)
 
 
-def claims(table: pd.DataFrame, events_table: pd.DataFrame) -> dict[str, tuple]:
-    """{claim id: (measured value, note)} from the per-variant means."""
+def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
+    """The claims from the per-variant means and the register variant's event counts."""
+    table, events, model = tables["table"], tables["events"], settings["claim_model"]
     mean = table.set_index(["variant", "sink_class", "location"])["mean"]
 
     def per_image(variant, cls, location="all"):
         return float(mean.loc[(variant, cls, location)])
 
     nop = {v: per_image(v, "NOP") for v in ("baseline", "gate")}
-    registered = events_table[
-        (events_table.variant == "registers") & (events_table.sink_class == "Broadcast")
-    ]
+    registered = events[(events.variant == "registers") & (events.sink_class == "Broadcast")]
     broadcast = registered.groupby("location")["count"].sum()
     total = int(broadcast.sum())
     on_registers = int(broadcast.get("register", 0))
@@ -80,25 +88,29 @@ def claims(table: pd.DataFrame, events_table: pd.DataFrame) -> dict[str, tuple]:
     base = {c: per_image("baseline", c) for c in ("NOP", "Broadcast")}
     base_note = ", ".join(f"{c} {per_image('baseline', c):.3f}" for c in CLASSES)
     return {
-        "U9.gate_removes_nop": (
+        "U9.gate_removes_nop": Measured(
             bool(nop["gate"] < nop["baseline"]),
+            model,
             f"NOP events per image: gate {nop['gate']:.3f} vs baseline {nop['baseline']:.3f}",
         ),
-        "U9.registers_take_broadcast": (
+        "U9.registers_take_broadcast": Measured(
             bool(total and share > 0.5),
+            model,
             f"{on_registers} of {total} Broadcast events of the register variant sit on registers"
             + (f" ({100 * share:.0f} %)" if total else ""),
         ),
-        "U9.baseline_nop_per_image": (base["NOP"], f"baseline events per image: {base_note}"),
-        "U9.baseline_broadcast_per_image": (
-            base["Broadcast"],
-            f"baseline events per image: {base_note}",
+        "U9.baseline_nop_per_image": Measured(
+            base["NOP"], model, f"baseline events per image: {base_note}"
+        ),
+        "U9.baseline_broadcast_per_image": Measured(
+            base["Broadcast"], model, f"baseline events per image: {base_note}"
         ),
     }
 
 
-def figure(table: pd.DataFrame, scale: str):
+def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Events per image by variant, one panel per class, stacked by location."""
+    table = tables["table"]
     fig, axes = plotting.figure(ncols=len(CLASSES), width=3.8, height=3.4)
     for ax, cls in zip(axes, CLASSES, strict=True):
         part = table[table.sink_class == cls]
@@ -118,5 +130,7 @@ def figure(table: pd.DataFrame, scale: str):
         )
         ax.set(title=cls, xlabel="", ylabel="sink events per image")
         ax.tick_params(axis="x", rotation=40)
-    fig.suptitle(plotting.title(scale, "U9", "sink events per image by class and location"))
+    fig.suptitle(
+        plotting.title(settings["scale"], "U9", "sink events per image by class and location")
+    )
     return fig

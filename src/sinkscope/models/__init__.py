@@ -1,7 +1,8 @@
 """The model registry and the local fp32 model cache."""
 
-from .cache import CorruptCache, load_model, load_tokenizer, read_manifest, verify_cache
-from .sources import ModelUnavailable, UnknownModel, materialise, registry_entry
+from ..hub import ModelUnavailable, load_tokenizer
+from .cache import CorruptCache, load_model, read_manifest, verify_cache
+from .sources import UnknownModel, materialise, registry_entry
 from .wheels import FetchError
 
 __all__ = [

@@ -138,7 +138,7 @@ def load_model(
     elif manifest["format"] == "sinkscope-vit":  # a ViT variant trained by the mitigation stage
         from safetensors.torch import load_model as load_safetensors
 
-        from ..vision.models import SinkscopeViT, ViTConfig
+        from .vit import SinkscopeViT, ViTConfig
 
         model = SinkscopeViT(ViTConfig(**manifest["vit_config"]))
         load_safetensors(model, str(Path(cache_dir) / "model.safetensors"))
@@ -148,10 +148,3 @@ def load_model(
         cls = getattr(transformers, manifest["architecture"])
         model = cls.from_pretrained(cache_dir, dtype=torch.float32, attn_implementation="eager")
     return model.to(device).eval(), manifest
-
-
-def load_tokenizer(cache_dir: str | Path) -> Any:
-    """The tokenizer saved beside a cached language model."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(cache_dir)

@@ -3,12 +3,15 @@
 SAM 2's memory bank is a sinks + window policy over frames: the prompted first frames are
 kept for the whole video beside the 6 most recent ones. The same `Policy` therefore gives
 the memory of SAM 2 (per frame) and of StreamingLLM (per token); the full cache keeps all.
+`measured_cache` checks the accounting on a real cache.
 """
 
 from __future__ import annotations
 
 import pandas as pd
+import torch
 
+from .cache import StreamingLM
 from .policies import Policy
 
 
@@ -45,3 +48,21 @@ def is_constant(values: pd.Series, after: int) -> bool:
 def grows(values: pd.Series) -> bool:
     """Whether a per-step series rises from start to end and never falls."""
     return bool(values.iloc[-1] > values.iloc[0] and values.diff().dropna().ge(0).all())
+
+
+@torch.no_grad()
+def measured_cache(model: torch.nn.Module, ids: torch.Tensor, policy: Policy) -> pd.DataFrame:
+    """KV-cache bytes and tokens held after each step of a real StreamingLM run."""
+    lm = StreamingLM(model, policy)
+    rows = []
+    for step, token in enumerate(ids.tolist()):
+        lm.step(token)
+        rows.append(
+            {
+                "step": step,
+                "cache_tokens": lm.cache_tokens(),
+                "cache_bytes": lm.cache_bytes(),
+                "policy": policy.name,
+            }
+        )
+    return pd.DataFrame(rows)

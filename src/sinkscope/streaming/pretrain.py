@@ -11,21 +11,24 @@ Tokens are UTF-8 bytes (ids 0-255); id 256 is the sink token, in every variant's
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.llama.modeling_llama import repeat_kv
 
+from .. import training
+
 VARIANTS = ("vanilla", "zero_sink", "sink_token", "learned_sink")
 SINK_TOKEN = 256
 ATTENTION = "sinkscope_sink_logit"
+CHECKPOINT_EVERY = 20  # steps between the checkpoints of a pretraining run
 
 
 def sink_logit_attention(
@@ -96,6 +99,11 @@ def corpus_bytes(text: str, held_out: float) -> tuple[np.ndarray, np.ndarray]:
     return data[:cut], data[cut:]
 
 
+def checkpoint_dir(model_path: str | Path) -> Path:
+    """Where the pretraining of the model saved at `model_path` keeps its checkpoints."""
+    return Path(model_path).parent / ".checkpoints"
+
+
 def train(
     variant: str,
     train_ids: np.ndarray,
@@ -104,8 +112,13 @@ def train(
     batch_size: int,
     lr: float,
     seeds: dict[str, int],
+    checkpoints: str | Path | None = None,
 ) -> tuple[LlamaForCausalLM, list[dict[str, float]]]:
-    """Train one variant: AdamW, linear warm-up then cosine decay; returns the model and losses."""
+    """Train one variant: AdamW, linear warm-up then cosine decay; returns the model and losses.
+
+    With a `checkpoints` folder (e.g. `checkpoint_dir` of the output) an interrupted run resumes
+    from its last checkpoint there; without one nothing is saved.
+    """
     model = build_model(variant, arch, seeds["init"])
     model.train()
     context = arch["context"]
@@ -120,22 +133,46 @@ def train(
         return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    history = []
-    for step in tqdm(range(steps), desc=f"train {variant}", leave=False):
-        starts = rng.integers(0, len(train_ids) - body, batch_size)
-        batch = torch.from_numpy(np.stack([train_ids[s : s + body] for s in starts]))
-        if variant == "sink_token":
-            batch = torch.cat((torch.full((batch_size, 1), SINK_TOKEN), batch), dim=1)
-        labels = batch.clone()
-        if variant == "sink_token":
-            labels[:, 0] = -100
-        loss = model(input_ids=batch, labels=labels).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        history.append({"step": step, "loss": loss.item()})
+
+    def batches(start: int):
+        for _ in range(start, steps):
+            starts = rng.integers(0, len(train_ids) - body, batch_size)
+            batch = torch.from_numpy(np.stack([train_ids[s : s + body] for s in starts]))
+            if variant == "sink_token":
+                batch = torch.cat((torch.full((batch_size, 1), SINK_TOKEN), batch), dim=1)
+            labels = batch.clone()
+            if variant == "sink_token":
+                labels[:, 0] = -100
+            yield batch, labels
+
+    def step(index: int, batch) -> tuple[torch.Tensor, tuple[torch.Tensor]]:
+        ids, labels = batch
+        loss = model(input_ids=ids, labels=labels).loss
+        return loss, (loss,)
+
+    def log(done: int, records: list[list[float]]) -> dict[str, float]:
+        return {"step": done - 1, "loss": records[0][0]}  # one row per step, by its index
+
+    checkpoint = None
+    if checkpoints is not None:
+        data = hashlib.sha256(train_ids.tobytes()).hexdigest()
+        settings = (arch, steps, batch_size, lr, seeds, data)
+        checkpoint = training.checkpoint_file(checkpoints, variant, *settings, code=(train,))
+    history = training.run(
+        model,
+        optimizer,
+        scheduler,
+        batches,
+        step,
+        log,
+        steps=steps,
+        log_every=1,
+        clip=1.0,
+        checkpoint=checkpoint,
+        checkpoint_every=CHECKPOINT_EVERY,
+        generators={"data": rng},
+        desc=f"train {variant}",
+    )
     return model.eval(), history
 
 

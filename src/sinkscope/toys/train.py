@@ -1,25 +1,21 @@
-"""Seeded AdamW training of a toy model, with atomic checkpoints and bit-identical resume.
+"""Seeded AdamW training of a toy model in the shared resumable loop (`sinkscope.training`).
 
 Three separate seeds: `init` (the model's parameters), `data` (the training batches) and
 `eval` (a fixed evaluation batch). The learning rate warms up linearly and then stays
-constant, so a run of N steps is the prefix of a run of M > N steps and a resumed run
-continues exactly where an interrupted one stopped: the checkpoint holds the parameters, the
-optimiser state, the data generator state and the loss curve.
+constant, so a run of N steps is the prefix of a run of M > N steps; a resumed run continues
+exactly where an interrupted one stopped (the checkpoint holds the data generator's state).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
-from ..provenance import atomic_path
+from .. import training
 from .model import ToyConfig, ToyTransformer, build
 
 
@@ -43,16 +39,6 @@ class Seeds:
     eval: int
 
 
-def run_key(*parts: Any) -> str:
-    """A short hash naming a run by everything that determines it."""
-    text = json.dumps(
-        [asdict(p) if hasattr(p, "__dataclass_fields__") else p for p in parts],
-        sort_keys=True,
-        default=str,
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def task_loss(model: ToyTransformer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     out, _ = model(x)
     return torch.nn.functional.mse_loss(out, y)
@@ -72,7 +58,6 @@ def train(
     The curve has one row per `log_every` steps (mean training loss since the last row) and
     the evaluation loss on the fixed evaluation batch at the same steps.
     """
-    checkpoint = Path(checkpoint)
     model = build(cfg, seeds.init).to(device)
     opt = torch.optim.AdamW(
         model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay, betas=(0.9, 0.98)
@@ -83,60 +68,38 @@ def train(
     data_gen = torch.Generator().manual_seed(seeds.data)
     x_eval, y_eval, _ = task.sample(tcfg.eval_batch, torch.Generator().manual_seed(seeds.eval))
     x_eval, y_eval = x_eval.to(device), y_eval.to(device)
-    step, rows = 0, []
-    if checkpoint.exists():
-        state = torch.load(checkpoint, map_location=device, weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        data_gen.set_state(state["data_generator"])
-        step, rows, running = state["step"], state["curve"], state["running"]
-    else:
-        running = []
-    with tqdm(total=tcfg.steps, initial=step, desc=desc, leave=False) as bar:
-        while step < tcfg.steps:
-            x, y, _ = task.sample(tcfg.batch, data_gen)
-            loss = task_loss(model, x.to(device), y.to(device))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.clip)
-            opt.step()
-            sched.step()
-            step += 1
-            running.append(loss.item())
-            bar.update()
-            if step % tcfg.log_every == 0 or step == tcfg.steps:
-                with torch.no_grad():
-                    eval_loss = task_loss(model, x_eval, y_eval).item()
-                rows.append(
-                    {
-                        "step": step,
-                        "train_loss": sum(running) / len(running),
-                        "eval_loss": eval_loss,
-                    }
-                )
-                running = []
-                bar.set_postfix(loss=f"{eval_loss:.4f}")
-            if step % tcfg.checkpoint_every == 0 or step == tcfg.steps:
-                save_checkpoint(checkpoint, model, opt, sched, data_gen, step, rows, running)
+
+    def batches(start: int):
+        return (task.sample(tcfg.batch, data_gen) for _ in range(start, tcfg.steps))
+
+    def step(index: int, batch) -> tuple[torch.Tensor, tuple[torch.Tensor]]:
+        x, y, _ = batch
+        loss = task_loss(model, x.to(device), y.to(device))
+        return loss, (loss,)
+
+    def log(done: int, records: list[list[float]]) -> dict[str, float]:
+        with torch.no_grad():
+            eval_loss = task_loss(model, x_eval, y_eval).item()
+        train_loss = sum(record[0] for record in records) / len(records)
+        return {"step": done, "train_loss": train_loss, "eval_loss": eval_loss}
+
+    rows = training.run(
+        model,
+        opt,
+        sched,
+        batches,
+        step,
+        log,
+        steps=tcfg.steps,
+        log_every=tcfg.log_every,
+        clip=tcfg.clip,
+        checkpoint=checkpoint,
+        checkpoint_every=tcfg.checkpoint_every,
+        generators={"data": data_gen},
+        desc=desc,
+    )
     model.eval()
     return model, pd.DataFrame(rows, columns=["step", "train_loss", "eval_loss"])
-
-
-def save_checkpoint(
-    path: Path, model, opt, sched, data_gen, step: int, rows: list, running: list
-) -> None:
-    state = {
-        "model": model.state_dict(),
-        "optimizer": opt.state_dict(),
-        "scheduler": sched.state_dict(),
-        "data_generator": data_gen.get_state(),
-        "step": step,
-        "curve": rows,
-        "running": running,  # training losses since the last curve row
-    }
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
 
 
 def fit(
@@ -148,13 +111,13 @@ def fit(
     device: str = "cpu",
     desc: str = "train",
 ) -> tuple[ToyTransformer, pd.DataFrame]:
-    """`train` with a checkpoint named by the run's settings, removed once the run is done.
+    """`train` with a checkpoint in `checkpoint_dir` named by the run's settings and code.
 
     An interrupted job resumes from its checkpoint on the next call; a finished one leaves
-    none behind, so a later change of code never resumes from a stale state.
+    none behind.
     """
-    key = run_key(cfg, tcfg, seeds, desc, {k: v for k, v in vars(task).items() if k != "gen"})
-    path = Path(checkpoint_dir) / f"{desc.replace(' ', '_')}-{key}.pt"
-    model, curve = train(cfg, task, tcfg, seeds, path, device, desc)
-    path.unlink(missing_ok=True)
-    return model, curve
+    task_settings = {k: v for k, v in vars(task).items() if k != "gen"}
+    path = training.checkpoint_file(
+        checkpoint_dir, desc, cfg, tcfg, seeds, task_settings, code=(train, build, type(task))
+    )
+    return train(cfg, task, tcfg, seeds, path, device, desc)

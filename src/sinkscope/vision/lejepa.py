@@ -10,9 +10,9 @@ linear probe on the detached CLS embedding of the global views learns the image 
 it (its gradient does not reach the encoder); its accuracy on held-out images is logged.
 
 Determinism: the initialisation derives from `seeds.init`; the batch, the views and the slices
-of step s from (`seeds.data`, s). A checkpoint (written atomically every `checkpoint_every` steps)
-holds the weights, optimiser and schedule states, the step and the log, so a resumed run ends
-with the weights of an uninterrupted one (bit-identical on the CPU).
+of step s from (`seeds.data`, s), so a run resumed by the shared loop (`sinkscope.training`)
+needs no generator state and ends with the weights of an uninterrupted one (bit-identical on
+the CPU).
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from ..provenance import atomic_path
-from ..toys.train import run_key
+from .. import training
 from . import augment, datasets, sigreg
 from .models import SinkscopeViT, ViTConfig, build
 
@@ -158,7 +156,6 @@ def train(
     desc: str = "lejepa",
 ) -> tuple[SinkscopeViT, pd.DataFrame]:
     """Train (or resume from `checkpoint`) to `tcfg.steps`; return the encoder and the log."""
-    checkpoint = Path(checkpoint)
     encoder = build(vit, seeds.init)
     with torch.random.fork_rng(devices=[]):  # the projector and probe from the init seed too
         torch.manual_seed(seeds.init + 1)
@@ -178,61 +175,58 @@ def train(
         ]
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(tcfg))
-    step, rows, running = 0, [], []
-    if checkpoint.exists():
-        state = torch.load(checkpoint, map_location=device, weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        step, rows, running = state["step"], state["curve"], state["running"]
     mean, std = preprocessing["mean"], preprocessing["std"]
     t = sigreg.knots(tcfg.knots, tcfg.t_max, device=device)
     held_out = held_out.subset(tcfg.eval_images)
-    autocast = torch.autocast(
-        "cuda", dtype=torch.bfloat16, enabled=tcfg.precision == "bfloat16" and device == "cuda"
+
+    def batches(start: int):
+        order = datasets.StepOrder(len(data), tcfg.batch_size, seeds.data, start, tcfg.steps)
+        return datasets.batches(data, tcfg.batch_size, workers=tcfg.workers, order=order)
+
+    def step(index: int, batch) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        gen = step_generator(seeds.data, index, device)
+        images, labels = batch
+        images, labels = images.to(device), labels.to(device)
+        global_views, local_views = augment.views(images, views, mean, std, gen)
+        with training.autocast(device, tcfg.precision):
+            embedding = model.encoder.embedding(global_views)
+            global_z = model.projector(embedding)
+            local_z = None
+            if local_views is not None:
+                local_z = model.projector(model.encoder.embedding(local_views))
+        embedding, global_z = embedding.float(), global_z.float()
+        local_z = None if local_z is None else local_z.float()
+        slices = sigreg.random_slices(global_z.shape[-1], tcfg.slices, gen, device)
+        loss, invariance, regulariser = lejepa_loss(
+            global_z, local_z, views.n_global, tcfg.lambd, slices, t
+        )
+        logits = model.probe(embedding.detach())
+        targets = labels.repeat(views.n_global)
+        probe_loss = F.cross_entropy(logits, targets)
+        accuracy = (logits.argmax(-1) == targets).float().mean()
+        return loss + probe_loss, (loss, invariance, regulariser, probe_loss, accuracy)
+
+    def log(done: int, records: list[list[float]]) -> dict[str, float]:
+        means = np.mean(records, axis=0)
+        eval_acc = probe_accuracy(model, held_out, mean, std, tcfg.batch_size, device)
+        values = [done, *means.tolist(), eval_acc, sched.get_last_lr()[0]]
+        return dict(zip(CURVE_COLUMNS, values, strict=True))
+
+    rows = training.run(
+        model,
+        opt,
+        sched,
+        batches,
+        step,
+        log,
+        steps=tcfg.steps,
+        log_every=tcfg.log_every,
+        clip=tcfg.clip,
+        clip_parameters=backbone,
+        checkpoint=checkpoint,
+        checkpoint_every=tcfg.checkpoint_every,
+        desc=desc,
     )
-    order = datasets.StepOrder(len(data), tcfg.batch_size, seeds.data, step, tcfg.steps)
-    loader = datasets.batches(data, tcfg.batch_size, workers=tcfg.workers, order=order)
-    with tqdm(total=tcfg.steps, initial=step, desc=desc, leave=False) as bar:
-        for images, labels in loader:
-            gen = step_generator(seeds.data, step, device)
-            images, labels = images.to(device), labels.to(device)
-            global_views, local_views = augment.views(images, views, mean, std, gen)
-            with autocast:
-                embedding = model.encoder.embedding(global_views)
-                global_z = model.projector(embedding)
-                local_z = None
-                if local_views is not None:
-                    local_z = model.projector(model.encoder.embedding(local_views))
-            embedding, global_z = embedding.float(), global_z.float()
-            local_z = None if local_z is None else local_z.float()
-            slices = sigreg.random_slices(global_z.shape[-1], tcfg.slices, gen, device)
-            loss, invariance, regulariser = lejepa_loss(
-                global_z, local_z, views.n_global, tcfg.lambd, slices, t
-            )
-            logits = model.probe(embedding.detach())
-            targets = labels.repeat(views.n_global)
-            probe_loss = F.cross_entropy(logits, targets)
-            opt.zero_grad(set_to_none=True)
-            (loss + probe_loss).backward()
-            torch.nn.utils.clip_grad_norm_(backbone, tcfg.clip)
-            opt.step()
-            sched.step()
-            step += 1
-            accuracy = (logits.argmax(-1) == targets).float().mean()
-            running.append(
-                [t.item() for t in (loss, invariance, regulariser, probe_loss, accuracy)]
-            )
-            bar.update()
-            if step % tcfg.log_every == 0 or step == tcfg.steps:
-                means = np.mean(running, axis=0)
-                eval_acc = probe_accuracy(model, held_out, mean, std, tcfg.batch_size, device)
-                values = [step, *means.tolist(), eval_acc, sched.get_last_lr()[0]]
-                rows.append(dict(zip(CURVE_COLUMNS, values, strict=True)))
-                running = []
-                bar.set_postfix(loss=f"{means[0]:.3f}", probe=f"{eval_acc:.2f}")
-            if step % tcfg.checkpoint_every == 0 or step == tcfg.steps:
-                save_checkpoint(checkpoint, model, opt, sched, step, rows, running)
     model.encoder.set_grad_checkpointing(False)
     return model.encoder.eval(), pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
@@ -250,27 +244,20 @@ def fit(
     device: str = "cpu",
     desc: str = "lejepa",
 ) -> tuple[SinkscopeViT, pd.DataFrame]:
-    """`train` with a checkpoint named by everything that determines the run, removed once the
-    run is done (an interrupted job resumes from it; a finished one leaves none behind)."""
-    key = run_key(vit, views, tcfg, seeds, n_classes, preprocessing, len(data), desc)
-    path = Path(checkpoint_dir) / f"{desc}-{key}.pt"
-    result = train(
+    """`train` with a checkpoint in `checkpoint_dir` named by everything that determines the
+    run, its code included (an interrupted job resumes from it; a finished one leaves none)."""
+    path = training.checkpoint_file(
+        checkpoint_dir,
+        desc,
+        vit,
+        views,
+        tcfg,
+        seeds,
+        n_classes,
+        preprocessing,
+        len(data),
+        code=(train, build, augment, datasets, sigreg),
+    )
+    return train(
         vit, views, tcfg, seeds, data, held_out, n_classes, preprocessing, path, device, desc
     )
-    path.unlink(missing_ok=True)
-    return result
-
-
-def save_checkpoint(path: Path, model, opt, sched, step: int, rows: list, running: list) -> None:
-    """The training state (no generator: every step's randomness derives from its seed)."""
-    state = {
-        "model": model.state_dict(),
-        "optimizer": opt.state_dict(),
-        "scheduler": sched.state_dict(),
-        "step": step,
-        "curve": rows,
-        "running": running,  # per-step losses since the last log row
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)

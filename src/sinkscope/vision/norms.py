@@ -2,8 +2,8 @@
 
 Works for the timm variants of this stage and for transformers ViTs (DINOv2 with and without
 registers): the output of the last transformer layer is caught by a forward hook on that layer
-(before the final norm), the last layer's attention by `sinkscope.extract.hooked`. Tokens are
-CLS (position 0), registers (1..R) and patches (the rest, a square grid).
+(before the final norm), the last layer's attention by `sinkscope.models.attention.hooked`.
+Tokens are CLS (position 0), registers (1..R) and patches (the rest, a square grid).
 
 The high-norm outlier share computed from these norms is `sinkscope.metrics.outlier_share`.
 """
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import extract
+from ..models.attention import attention_layers, forward, hooked
 
 
 def token_kind(length: int, registers: int) -> np.ndarray:
@@ -36,7 +36,7 @@ def output_norms(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per token of every sample: its norm at the last layer's output; and the last layer's
     CLS attention over the patch grid (mean over heads) for the first `n_maps` samples."""
-    last = extract.attention_layers(model)[-1]
+    last = attention_layers(model)[-1]
     caught: dict = {}
 
     def keep_output(module, args, output):
@@ -51,8 +51,8 @@ def output_norms(
     handle = last.layer.register_forward_hook(keep_output)
     try:
         for inputs, samples in batches:
-            with extract.hooked(model, keep_cls_attention):
-                extract.forward(model, inputs)
+            with hooked(model, keep_cls_attention):
+                forward(model, inputs)
             norms = caught["hidden"].double().norm(dim=-1).cpu().numpy()  # (B, T)
             kinds = token_kind(norms.shape[1], registers)
             for row, sample in enumerate(samples):

@@ -1,14 +1,14 @@
-"""Figure of one diagnostics exhibit, one panel per model."""
+"""The figure of one exhibit: `sinkscope.exhibits.<id>.figure(tables, settings)`, PNG and PDF."""
 
 import pandas as pd
 
 from sinkscope import logs
-from sinkscope.exhibits import diagnostics
+from sinkscope.exhibits import module
 from sinkscope.provenance import Recorder, save_figure
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 logs.setup(smk.log[0])
 recorder = Recorder.from_snakemake(smk)
 tables = {name: pd.read_parquet(path) for name, path in smk.input.items()}
-fig = diagnostics.figure(smk.params.exhibit, tables, smk.params.scale)
+fig = module(smk.params.exhibit).figure(tables, smk.params.settings)
 save_figure(fig, smk.output.png, recorder.record())

@@ -1,0 +1,453 @@
+"""The registry of exhibits: for each ID its paper, tables, upstream inputs, the config keys each
+of its three functions reads, and its job's resources. The workflow generates the table, claims
+and figure rules of every exhibit from it (workflow/rules/exhibits.smk).
+
+Settings are given as {name: config key} (a dotted path into the merged config) or
+{name: function of the Plan} for values derived from several keys (the models an exhibit runs
+on). A job receives exactly these values, so a config change reruns only the jobs that read it.
+Light on purpose (no torch at import): the workflow reads it to build the DAG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..vision.variants import trained_models
+
+PAPERS = {
+    "U": "Unifying View",
+    "S": "StreamingLLM",
+    "D": "Sink vs diagonal",
+}
+Setting = str | Callable[["Plan"], Any]
+
+
+class Plan:
+    """What a merged config asks for: the models of each modality, the ViTs the vision stage
+    trains, and any config value by its dotted key."""
+
+    def __init__(self, config: dict[str, Any]):
+        self.config = config
+        self.trained = trained_models(config["mitigation"])
+        if clash := sorted(set(self.trained) & set(config["registry"])):
+            raise ValueError(f"registry models {clash} have the names of trained ViTs; rename them")
+        self.s8_pairs()  # a pair naming a model that is not run stops here, naming the key
+
+    def get(self, key: str) -> Any:
+        """The config value at a dotted key, e.g. `toys.U1` or `streaming.ppl.cache`."""
+        value = self.config
+        for part in key.split("."):
+            value = value[part]
+        return value
+
+    def entry(self, model: str) -> dict[str, Any]:
+        """A model's registry entry, or the description of a ViT the vision stage trains."""
+        return self.trained[model] if model in self.trained else self.config["registry"][model]
+
+    def models_of(self, modality: str | None = None, registers: bool = False) -> list[str]:
+        """The models of this scale (the registry's, then the seed-0 trained ViTs), optionally
+        only those of a modality or with registers."""
+        seed0 = [name for name, info in self.trained.items() if info["seed"] == 0]
+        return [
+            m
+            for m in self.config["models"] + seed0
+            if modality in (None, self.entry(m)["modality"])
+            and (not registers or self.entry(m).get("registers", 0) > 0)
+        ]
+
+    def s8_pairs(self) -> dict[str, dict[str, Any]]:
+        """{model: pair label, role (without / with registers), seed} of the S8 models."""
+        settings = self.config["mitigation"]
+        if settings["s8"]["pairs"]:
+            named = {m for pair in settings["s8"]["pairs"] for m in pair}
+            if missing := sorted(named - set(self.config["models"])):
+                raise ValueError(
+                    f"'mitigation.s8.pairs' names {missing}, which are not in 'models'"
+                )
+            return {
+                m: {"pair": " / ".join(pair), "role": role, "seed": 0}
+                for pair in settings["s8"]["pairs"]
+                for m, role in zip(pair, ("without", "with"), strict=True)
+            }
+        found = {}
+        for without, with_registers in (("baseline", "registers"), ("gate", "gate-registers")):
+            for seed in range(settings["n_seeds"]):
+                for variant, role in ((without, "without"), (with_registers, "with")):
+                    found[f"vit-{variant}-s{seed}"] = {
+                        "pair": f"{without} / {with_registers}",
+                        "role": role,
+                        "seed": seed,
+                    }
+        return found
+
+
+@dataclass(frozen=True)
+class Exhibit:
+    """One exhibit: what its three jobs read and write."""
+
+    id: str
+    title: str
+    tables: tuple[str, ...]
+    inputs: Callable[[Plan], dict[str, str | list[str]]] = lambda plan: {}
+    table_settings: dict[str, Setting] = field(default_factory=dict)
+    claim_settings: dict[str, Setting] = field(default_factory=dict)
+    figure_settings: dict[str, Setting] = field(default_factory=dict)
+    threads: int | str = 1  # or the config key that holds it
+    mem_mb: int = 2000
+    runtime: int = 10  # minutes
+    runs: Callable[[Plan], bool] = lambda plan: True  # whether this scale can run it
+
+    @property
+    def paper(self) -> str:
+        return PAPERS[self.id[0]]
+
+    @property
+    def module(self) -> str:
+        return f"sinkscope.exhibits.{self.id.lower()}"
+
+    def table_paths(self) -> dict[str, str]:
+        return {name: f"results/{self.id}/{name}.parquet" for name in self.tables}
+
+    def settings(self, plan: Plan, job: str) -> dict[str, Any]:
+        """The values the `tables`, `claims` or `figure` function of the exhibit reads."""
+        spec = {"tables": self.table_settings, "claims": self.claim_settings}.get(
+            job, self.figure_settings
+        )
+        if job != "tables":
+            spec = {**spec, "scale": "scale"}
+        return {name: plan.get(s) if isinstance(s, str) else s(plan) for name, s in spec.items()}
+
+    def config_keys(self) -> dict[str, list[str]]:
+        """The config keys each job reads directly (derived values are not listed)."""
+        return {
+            job: sorted(s for s in spec.values() if isinstance(s, str))
+            for job, spec in (
+                ("tables", self.table_settings),
+                ("claims", {**self.claim_settings, "scale": "scale"}),
+                ("figure", {**self.figure_settings, "scale": "scale"}),
+            )
+        }
+
+
+# --- diagnostics of pretrained models (S2, U3-U7, D1, D3) -------------------------------------
+
+EXTRACT_FILES = {
+    "heads": "heads",
+    "layers": "layers",
+    "cosine": "first_cosine",
+    "qk": "qk_spectra",
+    "intervention": "intervention",
+}
+
+
+def _diagnostics(
+    exhibit: str,
+    title: str,
+    tables: tuple[str, ...],
+    needs: tuple[str, ...],
+    modality: str | None = None,
+    registers: bool = False,
+    events: bool = False,
+    table_settings: dict[str, Setting] | None = None,
+) -> Exhibit:
+    """A diagnostics exhibit; `events`: its tables count sink events (they read each model's
+    registers and the first counted layer)."""
+
+    def models(plan: Plan) -> list[str]:
+        return plan.models_of(modality, registers)
+
+    def claim_model(plan: Plan) -> str:
+        preferred = plan.get(f"diagnostics.claim_models.{modality or 'image'}")
+        return preferred if preferred in models(plan) else models(plan)[0]
+
+    return Exhibit(
+        id=exhibit,
+        title=title,
+        tables=tables,
+        inputs=lambda plan: {
+            kind: [f"results/extract/{m}/{EXTRACT_FILES[kind]}.parquet" for m in models(plan)]
+            for kind in needs
+        },
+        table_settings={
+            "models": models,
+            **(
+                {
+                    "registers": lambda plan: {
+                        m: plan.entry(m).get("registers", 0) for m in models(plan)
+                    },
+                    "first_counted_layer": "diagnostics.first_counted_layer",
+                }
+                if events
+                else {}
+            ),
+            **(table_settings or {}),
+        },
+        claim_settings={"claim_model": claim_model},
+        mem_mb=4000,
+        runs=lambda plan: bool(models(plan)),
+    )
+
+
+# --- toys (U1, U2, D2, D4-D6) -----------------------------------------------------------------
+
+
+def _toy(exhibit: str, title: str, tables: tuple[str, ...], trained: bool, runtime: int) -> Exhibit:
+    recipe = f"toys.{exhibit}"
+    return Exhibit(
+        id=exhibit,
+        title=title,
+        tables=tables,
+        table_settings={
+            "recipe": recipe,
+            **({"device": "device", "checkpoints": "toys.checkpoints"} if trained else {}),
+        },
+        claim_settings={"recipe": recipe},
+        figure_settings={"recipe": recipe},
+        threads="toys.threads" if trained else 1,
+        runtime=runtime,
+    )
+
+
+# --- streaming (S3-S7, S9) ----------------------------------------------------------------------
+
+
+def _nll_files(plan: Plan) -> list[str]:
+    from ..streaming.run import PARTS
+
+    return [
+        f"results/streaming/nll/{m}/{part}.parquet"
+        for m in plan.get("streaming.ppl.models")
+        for part in PARTS
+    ]
+
+
+def _lm_histories(plan: Plan) -> list[str]:
+    return [
+        f"results/streaming/lms/{v}_history.parquet"
+        for v in plan.get("streaming.pretrain.variants")
+    ]
+
+
+LM_EVAL = {
+    "ppl": "results/streaming/lms/ppl.parquet",
+    "attention": "results/streaming/lms/attention.parquet",
+}
+
+
+# --- vision (U8, U9, S8) ------------------------------------------------------------------------
+
+
+def _trained(plan: Plan) -> dict[str, dict[str, Any]]:
+    return {
+        m: {"variant": info["variant"], "seed": info["seed"]} for m, info in plan.trained.items()
+    }
+
+
+def _trained_registers(plan: Plan) -> dict[str, dict[str, Any]]:
+    return {
+        m: {**labels, "registers": plan.trained[m]["registers"]}
+        for m, labels in _trained(plan).items()
+    }
+
+
+def _trained_label(plan: Plan) -> str:
+    return f"vit-<variant>-s<r>, r < {plan.get('mitigation.n_seeds')}"
+
+
+def _s8_label(plan: Plan) -> str:
+    return next(iter(plan.s8_pairs().values()))["pair"]
+
+
+def _per_model(models: Callable[[Plan], dict | list], path: str) -> Callable[[Plan], list[str]]:
+    return lambda plan: [path.format(model=m) for m in models(plan)]
+
+
+EXHIBITS: dict[str, Exhibit] = {
+    e.id: e
+    for e in (
+        Exhibit(
+            id="S1",
+            title="a value-less sink logit absorbs spare attention",
+            tables=("sink_logit",),
+            table_settings={"example": "exhibits.S1"},
+        ),
+        _diagnostics("S2", "where attention goes", ("table",), ("heads",), modality="text"),
+        _diagnostics(
+            "U3", "where the sink sits, layer by layer", ("table",), ("heads",), events=True
+        ),
+        _diagnostics("U4", "head specialization", ("table",), ("heads",)),
+        _diagnostics(
+            "U5", "dual regimes of sink events", ("table", "counts"), ("heads",), events=True
+        ),
+        _diagnostics(
+            "U6",
+            "sinks on registers",
+            ("table", "counts"),
+            ("heads",),
+            registers=True,
+            events=True,
+        ),
+        _diagnostics(
+            "U7",
+            "mechanism signatures",
+            ("table",),
+            ("heads", "qk"),
+            table_settings={
+                "first_counted_layer": "diagnostics.first_counted_layer",
+                "min_event_rate": "diagnostics.intervention.min_event_rate",
+            },
+        ),
+        _diagnostics(
+            "D1",
+            "half-space condition: cosine to the first token",
+            ("table", "histogram"),
+            ("layers", "cosine"),
+            modality="text",
+        ),
+        _diagnostics(
+            "D3",
+            "density and oversmoothing",
+            ("table", "intervention"),
+            ("heads", "intervention"),
+            modality="text",
+        ),
+        _toy(
+            "U1",
+            "conditional damping (NOP task)",
+            ("summary", "curves", "attention", "profile"),
+            True,
+            60,
+        ),
+        _toy("U2", "global broadcast", ("layers", "curves"), True, 120),
+        _toy("D2", "oversmoothing in one attention step", ("similarity",), False, 10),
+        _toy("D4", "hard attention switch", ("seeds", "curves"), True, 60),
+        _toy("D5", "soft attention switch", ("runs", "curves"), True, 120),
+        _toy("D6", "representation cost of sink and diagonal", ("norms", "slopes"), False, 60),
+        Exhibit(
+            id="S3",
+            title="streaming perplexity under cache policies",
+            tables=("ppl", "curve"),
+            inputs=lambda plan: {"nll": _nll_files(plan)},
+            table_settings={
+                "bin_tokens": "streaming.ppl.bin_tokens",
+                "cache": "streaming.ppl.cache",
+                "newline_sinks": "streaming.ppl.newline_sinks",
+            },
+            claim_settings={
+                "claim_model": "streaming.ppl.claim_models.S3",
+                "cache": "streaming.ppl.cache",
+            },
+            figure_settings={"cache": "streaming.ppl.cache"},
+            mem_mb=4000,
+        ),
+        Exhibit(
+            id="S4",
+            title="how many initial tokens",
+            tables=("ppl",),
+            inputs=lambda plan: {"nll": _nll_files(plan)},
+            table_settings={"cache": "streaming.ppl.cache", "sinks": "streaming.ppl.sinks"},
+            claim_settings={
+                "claim_model": "streaming.ppl.claim_models.S4",
+                "cache": "streaming.ppl.cache",
+            },
+            mem_mb=4000,
+        ),
+        Exhibit(
+            id="S5",
+            title="decoding latency: re-computation vs sinks + window",
+            tables=("latency", "summary"),
+            inputs=lambda plan: {"latency": "results/streaming/latency.parquet"},
+            claim_settings={"models": "streaming.latency.models"},
+        ),
+        Exhibit(
+            id="S6",
+            title="pretraining with a sink token",
+            tables=("ppl", "history"),
+            inputs=lambda plan: {"ppl": LM_EVAL["ppl"], "histories": _lm_histories(plan)},
+            claim_settings={
+                "arch": "streaming.pretrain.arch",
+                "steps": "streaming.pretrain.steps",
+                "cache": "streaming.pretrain.cache",
+            },
+        ),
+        Exhibit(
+            id="S7",
+            title="a learned sink logit",
+            tables=("attention", "ppl"),
+            inputs=lambda plan: dict(LM_EVAL),
+            claim_settings={
+                "arch": "streaming.pretrain.arch",
+                "steps": "streaming.pretrain.steps",
+                "cache": "streaming.pretrain.cache",
+            },
+        ),
+        Exhibit(
+            id="S9",
+            title="constant memory and attention cost per step",
+            tables=("cost", "measured"),
+            inputs=lambda plan: {"measured": "results/streaming/memory.parquet"},
+            table_settings={
+                "sam2": "streaming.memory.sam2",
+                "tokens": "streaming.memory.tokens",
+            },
+            claim_settings={
+                "sam2": "streaming.memory.sam2",
+                "tokens": "streaming.memory.tokens",
+                "measured": "streaming.memory.measured",
+            },
+            figure_settings={"model": "streaming.memory.measured.model"},
+        ),
+        Exhibit(
+            id="U8",
+            title="ViT mitigations: frozen linear probes",
+            tables=("table", "probes", "curves"),
+            inputs=lambda plan: {
+                "probes": _per_model(_trained, "results/mitigation/probes/{model}.parquet")(plan),
+                "curves": _per_model(_trained, "results/mitigation/train/{model}.parquet")(plan),
+            },
+            table_settings={"models": _trained, "variants": "mitigation.variants"},
+            claim_settings={"claim_model": _trained_label},
+        ),
+        Exhibit(
+            id="U9",
+            title="ViT mitigations: sink classes and locations",
+            tables=("table", "events"),
+            inputs=lambda plan: {
+                "heads": _per_model(_trained, "results/extract/{model}/heads.parquet")(plan)
+            },
+            table_settings={
+                "models": _trained_registers,
+                "variants": "mitigation.variants",
+                "first_counted_layer": "diagnostics.first_counted_layer",
+            },
+            claim_settings={"claim_model": _trained_label},
+        ),
+        Exhibit(
+            id="S8",
+            title="high-norm tokens with and without registers",
+            tables=("shares", "histogram", "maps"),
+            inputs=lambda plan: {
+                "norms": _per_model(Plan.s8_pairs, "results/mitigation/norms/{model}.parquet")(
+                    plan
+                ),
+                "maps": _per_model(Plan.s8_pairs, "results/mitigation/norms/{model}_maps.parquet")(
+                    plan
+                ),
+            },
+            table_settings={
+                "models": Plan.s8_pairs,
+                "outlier": "mitigation.s8.outlier",
+                "bins": "mitigation.s8.bins",
+            },
+            claim_settings={"claim_model": _s8_label},
+            mem_mb=4000,
+        ),
+    )
+}
+
+
+def active(plan: Plan) -> dict[str, Exhibit]:
+    """The exhibits this scale runs (U6 needs a model with registers)."""
+    return {exhibit_id: e for exhibit_id, e in EXHIBITS.items() if e.runs(plan)}

@@ -1,0 +1,198 @@
+"""Every supported architecture's attention, reached one way: `attention_layers(model)` lists
+each layer's attention with its projections, `hooked(model, hook)` runs the model with eager
+attention that calls `hook(module, probs, values, visible, mixed)` on every layer before the
+output is formed (a returned tensor replaces the probabilities), `forward(model, inputs)` runs
+its body. transformers models use the `sinkscope` attention implementation (registered in
+transformers' AttentionInterface); a timm ViT runs its own eager path with module hooks on its
+qkv projection and after its softmax.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+from .. import metrics
+
+IMPLEMENTATION = "sinkscope"
+
+# The hook the attention function calls: (module, probs, values, visible, mixed) -> probs, where
+# mixed = A V (`metrics.head_update`); returning other probabilities replaces the attention.
+_hook: Callable | None = None
+
+
+def _attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+               softcap=None, **kwargs):  # fmt: skip
+    """Eager attention (as transformers' eager_attention_forward), with the extraction hook."""
+    scaling = module.head_dim**-0.5 if scaling is None else scaling
+    groups = query.shape[1] // key.shape[1]
+    key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
+    scores = query @ key.transpose(-1, -2) * scaling
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    if attention_mask is not None:
+        scores = scores + attention_mask[..., : key.shape[-2]]
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    mixed = None
+    if _hook is not None:  # the hook's A V is the attention output, unless it changes the probs
+        mixed = metrics.head_update(probs, value)
+        changed = _hook(module, probs, value, _visibility(attention_mask, probs), mixed)
+        if changed is not probs:
+            probs, mixed = changed, None
+    if mixed is None or (module.training and dropout):
+        probs = torch.nn.functional.dropout(probs, p=dropout, training=module.training)
+        mixed = probs @ value
+    return mixed.to(value.dtype).transpose(1, 2).contiguous(), probs
+
+
+AttentionInterface.register(IMPLEMENTATION, _attention)
+AttentionMaskInterface.register(IMPLEMENTATION, eager_mask)
+
+
+def _visibility(attention_mask: torch.Tensor | None, probs: torch.Tensor) -> torch.Tensor:
+    """(B, 1, T, T) booleans: True where the query can see the key."""
+    if attention_mask is None:
+        return torch.ones(1, 1, *probs.shape[-2:], dtype=torch.bool, device=probs.device)
+    mask = attention_mask[..., : probs.shape[-1]]
+    if mask.dtype == torch.bool:
+        return mask
+    return mask > torch.finfo(mask.dtype).min / 2
+
+
+@dataclass
+class AttentionLayer:
+    """One attention layer: the module that takes its input, the attention module, W_O per head."""
+
+    index: int
+    layer: torch.nn.Module
+    attention: torch.nn.Module
+    w_out: torch.Tensor  # (H, d_head, d): u_j = v_j @ w_out[h], LayerScale included
+
+    def __post_init__(self):
+        self.gram = metrics.output_gram(self.w_out)
+        self.root = metrics.gram_root(self.gram)
+
+    def qk_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """W_Q^h and W_K^h, (H, d, d_head) each (a grouped key head serves several queries)."""
+        attention = self.attention
+        if hasattr(attention, "c_attn"):  # GPT-2: Conv1D (d, 3d) holding q, k, v
+            w_q, w_k, _ = attention.c_attn.weight.detach().split(attention.embed_dim, dim=1)
+        elif hasattr(attention, "qkv"):  # timm: Linear (3d, d) holding q, k, v
+            w_q, w_k, _ = attention.qkv.weight.detach().T.chunk(3, dim=1)
+        else:
+            names = ("q_proj", "k_proj") if hasattr(attention, "q_proj") else ("query", "key")
+            w_q, w_k = (getattr(attention, n).weight.detach().T for n in names)
+        heads = self.w_out.shape[0]
+        w_q = w_q.reshape(w_q.shape[0], heads, -1).transpose(0, 1)
+        w_k = w_k.reshape(w_k.shape[0], -1, w_q.shape[-1]).transpose(0, 1)
+        return w_q, w_k.repeat_interleave(heads // w_k.shape[0], 0)
+
+
+def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
+    """The attention layers of a model.
+
+    transformers: Llama-like decoders (Llama, Mistral, Gemma, Qwen), GPT-2, BERT, DINOv2 (with or
+    without registers) and the CLIP vision tower; timm: VisionTransformer and its subclasses.
+    """
+    base = getattr(model, "base_model", model)
+    found = []
+    if hasattr(base, "blocks"):  # timm ViT, LayerScale (ls1) after the output projection
+        for i, block in enumerate(base.blocks):
+            scale = getattr(block.ls1, "gamma", None)
+            found.append((i, block, block.attn, block.attn.proj.weight, scale))
+    elif hasattr(base, "layers"):  # Llama, Mistral, Gemma, Qwen: layer.self_attn.o_proj
+        for i, layer in enumerate(base.layers):
+            found.append((i, layer, layer.self_attn, layer.self_attn.o_proj.weight, None))
+    elif hasattr(base, "h"):  # GPT-2: Conv1D stores (in, out)
+        for i, block in enumerate(base.h):
+            found.append((i, block, block.attn, block.attn.c_proj.weight.T, None))
+    elif hasattr(base, "encoder") and hasattr(base.encoder, "layers"):  # CLIP vision tower
+        for i, layer in enumerate(base.encoder.layers):
+            found.append((i, layer, layer.self_attn, layer.self_attn.out_proj.weight, None))
+    elif hasattr(base, "encoder") and hasattr(base.encoder, "layer"):
+        for i, layer in enumerate(base.encoder.layer):
+            if hasattr(layer.attention, "o_proj"):  # DINOv2, with LayerScale after W_O
+                scale = getattr(getattr(layer, "layer_scale1", None), "lambda1", None)
+                found.append((i, layer, layer.attention, layer.attention.o_proj.weight, scale))
+            else:  # BERT: the output projection sits beside the self-attention
+                found.append(
+                    (i, layer, layer.attention.self, layer.attention.output.dense.weight, None)
+                )
+    else:
+        raise NotImplementedError(f"no attention-layer adapter for {type(model).__name__}")
+    layers = []
+    for index, layer, attention, weight, scale in found:
+        heads = _heads(model, attention)
+        w_out = weight.detach().T.reshape(heads, -1, weight.shape[0]).to(torch.float64)
+        if scale is not None:
+            w_out = w_out * scale.detach().to(torch.float64)
+        layers.append(AttentionLayer(index, layer, attention, w_out))
+    return layers
+
+
+def _heads(model: torch.nn.Module, attention: torch.nn.Module) -> int:
+    config = getattr(model, "config", None)
+    return config.num_attention_heads if config is not None else attention.num_heads
+
+
+def _is_timm(model: torch.nn.Module) -> bool:
+    return not hasattr(model, "set_attn_implementation")
+
+
+def _timm_hooks(attention: torch.nn.Module) -> list:
+    """Hooks handing a timm attention's probabilities and values to the active hook."""
+    kept = {}
+
+    def keep_values(module, args, qkv):
+        batch, length, _ = qkv.shape
+        kept["values"] = qkv.reshape(batch, length, 3, attention.num_heads, -1)[:, :, 2]
+
+    def on_probs(module, args, probs):
+        visible = torch.ones(1, 1, *probs.shape[-2:], dtype=torch.bool, device=probs.device)
+        values = kept.pop("values").transpose(1, 2)
+        return _hook(attention, probs, values, visible, metrics.head_update(probs, values))
+
+    return [
+        attention.qkv.register_forward_hook(keep_values),
+        attention.attn_drop.register_forward_hook(on_probs),
+    ]
+
+
+@contextmanager
+def hooked(model: torch.nn.Module, hook: Callable) -> Iterator[None]:
+    """Run `model` with eager attention, calling `hook` on every layer's attention."""
+    global _hook
+    handles = []
+    if _is_timm(model):
+        attentions = [block.attn for block in model.blocks]
+        fused = [attention.fused_attn for attention in attentions]
+        for attention in attentions:
+            attention.fused_attn = False
+            handles += _timm_hooks(attention)
+    else:
+        previous = model.config._attn_implementation
+        model.set_attn_implementation(IMPLEMENTATION)
+    _hook = hook
+    try:
+        yield
+    finally:
+        _hook = None
+        for handle in handles:
+            handle.remove()
+        if _is_timm(model):
+            for attention, flag in zip(attentions, fused, strict=True):
+                attention.fused_attn = flag
+        else:
+            model.set_attn_implementation(previous)
+
+
+def forward(model: torch.nn.Module, inputs: dict, **kwargs):
+    """The model body on its keyword inputs (a timm ViT: its features from `pixel_values`)."""
+    if _is_timm(model):
+        return model.forward_features(inputs["pixel_values"])
+    return model.base_model(**inputs, **kwargs)

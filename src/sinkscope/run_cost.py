@@ -1,0 +1,82 @@
+"""The cost of a run: wall time, CPU time and peak memory per rule, from Snakemake's benchmark
+files (`logs/benchmark/<rule>/<job>.tsv`, one per job, rewritten by each run of that job)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from . import plotting
+
+COLUMNS = ["rule", "jobs", "wall_min", "cpu_min", "max_rss_mb"]
+
+
+def read_benchmarks(folder: str | Path) -> pd.DataFrame:
+    """One row per job: rule, job, wall seconds, CPU seconds, peak RSS (MB), finish time."""
+    rows = []
+    for path in sorted(Path(folder).glob("*/*.tsv")):
+        found = pd.read_csv(path, sep="\t")
+        if found.empty:
+            continue
+        last = found.iloc[-1]
+        rows.append(
+            {
+                "rule": path.parent.name,
+                "job": path.stem,
+                "wall_s": float(last["s"]),
+                "cpu_s": float(last["cpu_time"]),
+                "max_rss_mb": float(pd.to_numeric(last["max_rss"], errors="coerce")),
+                "finished": path.stat().st_mtime,
+            }
+        )
+    return pd.DataFrame(rows, columns=["rule", "job", "wall_s", "cpu_s", "max_rss_mb", "finished"])
+
+
+def summarise(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Per rule (most wall time first): jobs, summed wall and CPU minutes, largest peak RSS;
+    then a `total` row whose wall time is the span from the first job's start to the last
+    job's end (the run's wall time when every job ran in one run) and `job total` (the sum)."""
+    per_rule = (
+        jobs.groupby("rule")
+        .agg(
+            jobs=("job", "size"),
+            wall_min=("wall_s", "sum"),
+            cpu_min=("cpu_s", "sum"),
+            max_rss_mb=("max_rss_mb", "max"),
+        )
+        .assign(wall_min=lambda t: t.wall_min / 60, cpu_min=lambda t: t.cpu_min / 60)
+        .sort_values("wall_min", ascending=False)
+        .reset_index()
+    )
+    span = (jobs.finished.max() - (jobs.finished - jobs.wall_s).min()) / 60 if len(jobs) else 0.0
+    totals = pd.DataFrame(
+        [
+            [
+                "job total",
+                len(jobs),
+                jobs.wall_s.sum() / 60,
+                jobs.cpu_s.sum() / 60,
+                jobs.max_rss_mb.max(),
+            ],
+            ["total", len(jobs), span, jobs.cpu_s.sum() / 60, jobs.max_rss_mb.max()],
+        ],
+        columns=COLUMNS,
+    )
+    return pd.concat([per_rule[COLUMNS], totals], ignore_index=True).round(3)
+
+
+def figure(summary: pd.DataFrame, scale: str):
+    """Wall and CPU minutes per rule, the costliest first."""
+    rules = summary[~summary.rule.isin(["total", "job total"])].iloc[::-1]
+    fig, axes = plotting.figure(ncols=2, width=4.5, height=max(3.0, 0.22 * len(rules)), sharey=True)
+    for ax, column, label in zip(axes, ("wall_min", "cpu_min"), ("wall", "CPU"), strict=True):
+        ax.barh(rules.rule, rules[column])
+        ax.set(xlabel=f"{label} minutes (all jobs of the rule)")
+    total = summary.set_index("rule")
+    fig.suptitle(
+        f"Run cost ({scale} scale): {total.loc['total', 'wall_min']:.1f} min wall, "
+        f"{total.loc['job total', 'wall_min']:.1f} job-minutes, "
+        f"{int(total.loc['total', 'jobs'])} jobs"
+    )
+    return fig

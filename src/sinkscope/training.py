@@ -1,0 +1,146 @@
+"""One resumable training loop for every stage that trains a model.
+
+A run is named by everything that determines it and by the source of the code that defines it
+(`checkpoint_file`), so a changed code never resumes a stale state. Every `checkpoint_every`
+steps the loop writes, atomically, the parameters, the optimiser and schedule states, the
+states of the run's random generators, the step and the log; a resumed run continues exactly
+where an interrupted one stopped (bit-identical on the CPU). Checkpoints hold tensors and plain
+containers of numbers and strings only and are read with `weights_only=True`; the checkpoint of
+a finished run is removed. `autocast` gives a step bfloat16 mixed precision on CUDA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .provenance import atomic_path
+
+RandomGenerator = torch.Generator | np.random.Generator
+Step = Callable[[int, Any], tuple[torch.Tensor, Sequence[torch.Tensor]]]
+Log = Callable[[int, list[list[float]]], dict[str, Any]]
+
+
+def code_version(*code: Any) -> str:
+    """sha256 of the source files of the modules defining `code` (modules, classes, functions)
+    and of this loop."""
+    modules = {inspect.getmodule(item) for item in (*code, code_version)}
+    digest = hashlib.sha256()
+    for module in sorted(modules, key=lambda m: m.__name__):
+        digest.update(f"{module.__name__}\0".encode() + Path(module.__file__).read_bytes())
+    return digest.hexdigest()
+
+
+def run_key(*parts: Any, code: Iterable[Any] = ()) -> str:
+    """A short hash naming a run by everything that determines it, its code included."""
+    text = json.dumps(
+        [asdict(p) if is_dataclass(p) else p for p in parts] + [code_version(*code)],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def checkpoint_file(directory: str | Path, name: str, *parts: Any, code: Iterable[Any]) -> Path:
+    """The checkpoint of run `name` in `directory`, keyed by `parts` and the source of `code`."""
+    return Path(directory) / f"{name.replace(' ', '_')}-{run_key(name, *parts, code=code)}.pt"
+
+
+def autocast(device: str | torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """bfloat16 autocast on CUDA when `precision` is "bfloat16"; otherwise nothing changes."""
+    enabled = precision == "bfloat16" and torch.device(device).type == "cuda"
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=enabled)
+
+
+def _generator_state(generator: RandomGenerator) -> torch.Tensor | dict:
+    if isinstance(generator, torch.Generator):
+        return generator.get_state()
+    return generator.bit_generator.state
+
+
+def _set_generator_state(generator: RandomGenerator, state: torch.Tensor | dict) -> None:
+    if isinstance(generator, torch.Generator):
+        generator.set_state(state.cpu())
+    else:
+        generator.bit_generator.state = state
+
+
+def run(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    batches: Callable[[int], Iterable[Any]],
+    step: Step,
+    log: Log,
+    *,
+    steps: int,
+    log_every: int,
+    clip: float,
+    clip_parameters: Iterable[torch.nn.Parameter] | None = None,
+    checkpoint: str | Path | None,
+    checkpoint_every: int,
+    generators: dict[str, RandomGenerator] | None = None,
+    desc: str = "train",
+) -> list[dict[str, Any]]:
+    """Train `model` (or resume it from `checkpoint`) to `steps`; return the log rows.
+
+    `batches(start)` yields the batches of steps `start` to `steps - 1`; `step(index, batch)`
+    returns the objective to minimise and the scalars to log. Each step then clips the gradient
+    norm of `clip_parameters` (default: all) to `clip` and steps the optimiser and the schedule.
+    Every `log_every` steps and at the last one, `log(steps_done, records)` turns the logged
+    scalars of the steps since its last call into a row. `generators` are the run's random
+    generators, saved and restored with the checkpoint; with `checkpoint` None nothing is saved.
+    """
+    generators = generators or {}
+    clip_parameters = list(model.parameters() if clip_parameters is None else clip_parameters)
+    checkpoint = None if checkpoint is None else Path(checkpoint)
+    done, rows, running = 0, [], []
+    if checkpoint is not None and checkpoint.exists():
+        # on the CPU: load_state_dict moves every tensor to the model's and optimiser's device
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        for name, generator in generators.items():
+            _set_generator_state(generator, state["generators"][name])
+        done, rows, running = state["step"], state["curve"], state["running"]
+    with tqdm(total=steps, initial=done, desc=desc, leave=False) as bar:
+        for batch in batches(done):
+            objective, logged = step(done, batch)
+            optimizer.zero_grad(set_to_none=True)
+            objective.backward()
+            torch.nn.utils.clip_grad_norm_(clip_parameters, clip)
+            optimizer.step()
+            scheduler.step()
+            done += 1
+            running.append([value.item() for value in logged])
+            bar.update()
+            if done % log_every == 0 or done == steps:
+                rows.append(log(done, running))
+                running = []
+                bar.set_postfix({k: f"{v:.4g}" for k, v in rows[-1].items() if k != "step"})
+            if checkpoint is not None and done % checkpoint_every == 0 and done < steps:
+                state = {
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(),
+                    "generators": {k: _generator_state(g) for k, g in generators.items()},
+                    "step": done,
+                    "curve": rows,
+                    "running": running,  # logged scalars of the steps since the last row
+                }
+                with atomic_path(checkpoint) as tmp:
+                    torch.save(state, tmp)
+    if checkpoint is not None:
+        checkpoint.unlink(missing_ok=True)
+    return rows

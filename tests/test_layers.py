@@ -1,0 +1,109 @@
+"""Layers of the package: every module imports only from its own layer or below, and no stage
+(nor `models` / `data`) imports a sibling."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "sinkscope"
+BOTTOM, LIBRARY, STAGE, TOP = range(4)
+LAYERS = {
+    "sinkscope": BOTTOM,  # the package's own __init__
+    **dict.fromkeys(
+        [
+            "metrics",
+            "provenance",
+            "config",
+            "logs",
+            "device",
+            "training",
+            "hub",
+            "plotting",
+            "tables",
+        ],
+        BOTTOM,
+    ),
+    **dict.fromkeys(["models", "data"], LIBRARY),
+    **dict.fromkeys(["toys", "streaming", "vision", "extract", "diagnostics"], STAGE),
+    **dict.fromkeys(["exhibits", "scorecard", "jobs", "cli", "audit", "atlas", "run_cost"], TOP),
+}
+NAMES = {BOTTOM: "bottom", LIBRARY: "models/data", STAGE: "stage", TOP: "top"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported(name: str, path: Path) -> set[str]:
+    """The sinkscope modules `name` imports anywhere (functions included), relative or not."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            # `from sinkscope import x` imports the module sinkscope.x
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return {item for item in found if item.split(".")[0] == "sinkscope"}
+
+
+def part(module: str) -> str:
+    """The top-level part of the package `module` belongs to (`sinkscope` for the root)."""
+    return module.split(".")[1] if "." in module else module
+
+
+def layer(module: str) -> int:
+    name = part(module)
+    if name not in LAYERS:
+        pytest.fail(
+            f"{module}: no layer known for sinkscope.{name}; place it in LAYERS of {__file__} "
+            "(bottom: no sinkscope imports above it; models/data; stages; top: reports and CLI)"
+        )
+    return LAYERS[name]
+
+
+def leaks() -> set[tuple[str, str]]:
+    """(importer, imported part) of every import above the importer's layer or to a sibling."""
+    found = set()
+    for name, path in modules().items():
+        for target in imported(name, path):
+            own, other = layer(name), layer(target)
+            sibling = own in (LIBRARY, STAGE) and other == own and part(name) != part(target)
+            if other > own or sibling:
+                found.add((name, f"sinkscope.{part(target)}"))
+    return found
+
+
+def test_every_module_has_a_layer():
+    for name in modules():
+        layer(name)
+
+
+def test_no_module_imports_upwards_or_from_a_sibling():
+    found = sorted(leaks())
+    assert not found, "imports across layers:\n" + "\n".join(f"{a} -> {b}" for a, b in found)
+
+
+def test_imports_are_resolved():
+    cache = imported("sinkscope.models.cache", PACKAGE / "models" / "cache.py")
+    assert {"sinkscope.provenance.atomic_path", "sinkscope.models.vit.SinkscopeViT"} <= cache
+    norms = imported("sinkscope.vision.norms", PACKAGE / "vision" / "norms.py")
+    assert "sinkscope.models.attention.hooked" in norms
+
+
+def test_training_loop_builds_on_provenance_only():
+    found = imported("sinkscope.training", PACKAGE / "training.py")
+    assert {f"sinkscope.{part(m)}" for m in found} == {"sinkscope.provenance"}

@@ -1,0 +1,78 @@
+"""The exhibit registry: one module per exhibit with the three functions, config keys that
+exist, inputs and settings for every scale, and the README's one-hop table."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from conftest import REPO
+
+from sinkscope.config import load_config
+from sinkscope.exhibits import module
+from sinkscope.exhibits.registry import EXHIBITS, PAPERS, Plan, active
+from sinkscope.scorecard import load_claims
+
+SCALES = {
+    "default": [REPO / "config" / "config.yaml"],
+    "smoke": [REPO / "config" / "config.yaml", REPO / "config" / "smoke.yaml"],
+    "paper": [REPO / "config" / "config.yaml", REPO / "config" / "paper.yaml"],
+}
+
+
+def test_every_catalogued_exhibit_is_registered_under_its_paper():
+    assert {claim["exhibit"] for claim in load_claims()} == set(EXHIBITS)
+    assert {e.paper for e in EXHIBITS.values()} == set(PAPERS.values())
+
+
+@pytest.mark.parametrize("exhibit", sorted(EXHIBITS))
+def test_module_named_by_the_id_has_the_three_functions(exhibit):
+    found = module(exhibit)
+    assert found.__name__ == EXHIBITS[exhibit].module
+    for name, first in (("tables", "inputs"), ("claims", "tables"), ("figure", "tables")):
+        parameters = list(inspect.signature(getattr(found, name)).parameters)
+        assert parameters == [first, "settings"], (exhibit, name, parameters)
+
+
+@pytest.mark.parametrize("scale", sorted(SCALES))
+def test_settings_and_inputs_resolve_at_every_scale(scale):
+    plan = Plan(load_config(SCALES[scale]))
+    for exhibit in active(plan).values():
+        for job in ("tables", "claims", "figure"):
+            exhibit.settings(plan, job)
+        for name, paths in exhibit.inputs(plan).items():
+            assert paths, (exhibit.id, name)
+        models = exhibit.settings(plan, "tables").get("models")
+        for paths in exhibit.inputs(plan).values():
+            if models is not None and isinstance(paths, list):
+                assert len(paths) == len(models), exhibit.id
+
+
+def test_config_keys_exist(default_config):
+    plan = Plan(default_config)
+    for exhibit in EXHIBITS.values():
+        for keys in exhibit.config_keys().values():
+            for key in keys:
+                plan.get(key)  # raises KeyError for a key the config does not have
+
+
+def test_u6_runs_only_with_a_register_model(default_config):
+    assert "U6" in active(Plan(default_config))  # the register ViTs the vision stage trains
+    without = {**default_config, "mitigation": {**default_config["mitigation"], "n_seeds": 0}}
+    assert "U6" not in active(Plan(without))
+
+
+def test_s8_pairs_must_name_models_of_the_run(default_config):
+    s8 = {**default_config["mitigation"]["s8"], "pairs": [["dinov2-g", "dinov2-g-reg"]]}
+    config = {**default_config, "mitigation": {**default_config["mitigation"], "s8": s8}}
+    with pytest.raises(ValueError, match="'mitigation.s8.pairs' names"):
+        Plan(config)
+
+
+def test_readme_links_each_exhibit_to_its_module_rules_and_outputs():
+    readme = (REPO / "README.md").read_text()
+    for exhibit in EXHIBITS:
+        row = next(line for line in readme.splitlines() if line.startswith(f"| {exhibit} |"))
+        assert f"src/sinkscope/exhibits/{exhibit.lower()}.py" in row
+        assert f"tables_{exhibit}" in row and f"results/{exhibit}/" in row
+        assert f"figures/{exhibit}.png" in row

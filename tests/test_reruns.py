@@ -1,0 +1,251 @@
+"""A change reruns what it affects and nothing else: each config key, and the package code.
+
+On a completed smoke run, each leaf key of config/config.yaml is changed in turn and a Snakemake
+dry run lists the jobs to run: every job whose own params changed must read the key, and every
+job that reads it must rerun (the exhibits' readers come from the registry, the upstream rules'
+from READS below).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import yaml
+from conftest import REPO, SMOKE, snakemake
+
+from sinkscope.config import load_config, read_yaml
+from sinkscope.exhibits.registry import Plan, active
+
+pytestmark = pytest.mark.integration
+
+# The config keys (dotted prefixes) each upstream rule reads at the smoke scale's sources (local
+# files: the hub and ImageNet keys are read only when those are the configured sources).
+READS = {
+    "materialise_model": ["registry", "fetch"],
+    "model_inputs": [
+        "data.text.window",
+        "data.text.n_windows",
+        "data.text.seed",
+        "data.images.n_images",
+        "data.images.seed",
+    ],
+    "extract": ["extract", "device"],
+    "qk_spectra": [],
+    "intervention": [
+        "diagnostics.first_counted_layer",
+        "diagnostics.intervention",
+        "extract.batch_size",
+        "device",
+    ],
+    "streaming_nll": [
+        "streaming.text.tokenize",
+        "streaming.attention",
+        "streaming.ppl.cache",
+        "streaming.ppl.sinks",
+        "streaming.ppl.newline_sinks",
+        "streaming.ppl.tokens",
+        "streaming.ppl.short_tokens",
+        "streaming.ppl.recompute_every",
+        "streaming.ppl.chunk",
+        "device",
+    ],
+    "streaming_latency": [
+        "streaming.text.tokenize",
+        "streaming.attention",
+        "streaming.latency",
+        "device",
+    ],
+    "streaming_pretrain": [
+        "streaming.pretrain.arch",
+        "streaming.pretrain.steps",
+        "streaming.pretrain.batch_size",
+        "streaming.pretrain.lr",
+        "streaming.pretrain.held_out",
+        "streaming.pretrain.seeds",
+    ],
+    "streaming_sink_eval": [
+        "streaming.pretrain.held_out",
+        "streaming.pretrain.arch.context",
+        "streaming.pretrain.eval_tokens",
+        "streaming.pretrain.cache",
+        "streaming.pretrain.sinks",
+        "streaming.pretrain.attention_windows",
+    ],
+    "streaming_memory": [
+        "streaming.text.tokenize",
+        "streaming.attention",
+        "streaming.memory.measured",
+        "device",
+    ],
+    "mitigation_images": ["mitigation.data.procedural", "mitigation.arch.image_size"],
+    "mitigation_train": [
+        "mitigation.seeds.init",
+        "mitigation.seeds.data",
+        "mitigation.data.procedural",
+        "mitigation.preprocessing",
+        "mitigation.arch",
+        "mitigation.views",
+        "mitigation.train",
+        "mitigation.checkpoints",
+        "device",
+    ],
+    "mitigation_probe": [
+        "mitigation.seeds.probe",
+        "mitigation.data.procedural",
+        "mitigation.preprocessing",
+        "mitigation.arch.image_size",
+        "mitigation.probes",
+        "device",
+    ],
+    "mitigation_norms": ["extract.batch_size", "mitigation.s8.maps", "device"],
+    "scorecard": ["scale"],
+    "run_cost": ["scale"],
+}
+# Keys that change which jobs exist (model lists, variants, files), not what a job computes,
+# and the registry of models the smoke scale does not use.
+STRUCTURAL = (
+    "models",
+    "registry",
+    "diagnostics.claim_models",
+    "streaming.ppl.models",
+    "streaming.ppl.claim_models",
+    "streaming.latency.models",
+    "streaming.pretrain.variants",
+    "streaming.memory.measured.model",
+    "mitigation.variants",
+    "mitigation.n_seeds",
+    "mitigation.s8.pairs",
+    "mitigation.arch.registers",
+    "mitigation.data.source",
+    "mitigation.data.segmentation",
+    "mitigation.data.procedural.file",
+    "data.text.source",
+    "data.text.file",
+    "data.images.source",
+    "streaming.text.source",
+    "streaming.text.file",
+    "toys.threads",
+    "mitigation.threads",
+)
+
+
+def leaves(tree: dict, prefix: str = "") -> dict[str, object]:
+    """{dotted key: value} of every leaf (lists are leaves)."""
+    found = {}
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            found |= leaves(value, f"{path}.")
+        else:
+            found[path] = value
+    return found
+
+
+ALTERNATIVES = {  # keys with a set of allowed values: another one
+    "device": "auto",
+    "streaming.text.tokenize": "bytes",
+    "streaming.attention": "eager",
+    "mitigation.train.precision": "bfloat16",
+    "mitigation.probes.feature_dtype": "float16",
+    "mitigation.s8.outlier.kind": "absolute",
+}
+
+
+def changed(key: str, value: object) -> object:
+    """Another valid value of the same kind."""
+    if key in ALTERNATIVES:
+        return ALTERNATIVES[key]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value - 1 if value > 1 else value + 1
+    if isinstance(value, float):
+        return value * 0.5 if value else 0.25
+    if isinstance(value, list):
+        distinct = len(set(map(str, value))) > 1
+        return value[::-1] if distinct else [changed(key, item) for item in value] or ["x"]
+    return f"{value}x"
+
+
+def nested(key: str, value: object) -> dict:
+    tree: object = value
+    for part in reversed(key.split(".")):
+        tree = {part: tree}
+    return tree  # type: ignore[return-value]
+
+
+def reruns(output: str) -> tuple[set[str], set[str]]:
+    """The rules of the dry run's jobs whose own params changed, and of all its jobs (those
+    downstream of a changed job rerun for their inputs; their params are not compared)."""
+    jobs = re.findall(r"^(?:local)?rule (\S+):\n(.*?)(?=^\S|\Z)", output, re.M | re.S)
+    return {rule for rule, body in jobs if "Params have changed" in body}, {r for r, _ in jobs}
+
+
+def readers(key: str, plan: Plan) -> set[str]:
+    """The rules that read `key` (or a key below or above it)."""
+
+    def reads(prefixes: list[str]) -> bool:
+        return any(key == p or key.startswith(f"{p}.") or p.startswith(f"{key}.") for p in prefixes)
+
+    found = {rule for rule, prefixes in READS.items() if reads(prefixes)}
+    for exhibit in active(plan).values():
+        for job, keys in exhibit.config_keys().items():
+            if reads(keys):
+                found.add(f"{job}_{exhibit.id}")
+    return found
+
+
+def test_each_config_key_reruns_exactly_its_readers(smoke, tmp_path):
+    default = read_yaml(REPO / "config" / "config.yaml")
+    plan = Plan(load_config([REPO / "config" / "config.yaml", SMOKE]))
+    keys = {
+        key: value
+        for key, value in leaves(default).items()
+        if not key.startswith(STRUCTURAL) and key not in ("scale",)
+    }
+    smoke_values = leaves(read_yaml(SMOKE))
+
+    def rerun(key: str) -> set[str] | str:
+        override = tmp_path / f"{key}.yaml"
+        value = changed(key, smoke_values.get(key, keys[key]))
+        override.write_text(yaml.safe_dump(nested(key, value)))
+        code, output = snakemake(smoke, "-n", "--nolock", config=[SMOKE, override], check=False)
+        return reruns(output) if code == 0 else output[-600:]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # one dry run per core
+        found = dict(zip(keys, pool.map(rerun, keys), strict=True))
+    wrong = {}
+    for key, result in found.items():
+        if isinstance(result, str):
+            wrong[key] = result
+            continue
+        (changed_params, rerun), expected = result, readers(key, plan)
+        extra, missing = changed_params - expected, expected - rerun
+        if extra or missing:
+            wrong[key] = {
+                "params changed, not a reader": sorted(extra),
+                "reader kept": sorted(missing),
+            }
+    assert not wrong, yaml.safe_dump(wrong)
+
+
+@pytest.mark.parametrize(
+    ("module", "expected"),
+    [
+        ("exhibits/s1.py", {"tables_S1", "claims_S1", "figure_S1", "scorecard", "run_cost", "all"}),
+        ("claims.yaml", {"scorecard", "run_cost", "all"}),
+    ],
+)
+def test_code_edit_reruns_exactly_its_jobs(smoke, tmp_path, module, expected):
+    """The workflow imports a copy of the package (PYTHONPATH), in which one file is edited."""
+    shutil.copytree(REPO / "src" / "sinkscope", tmp_path / "sinkscope")
+    env = {"PYTHONPATH": str(tmp_path)}
+    assert "Nothing to be done" in snakemake(smoke, "-n", env=env)[1]
+    source = tmp_path / "sinkscope" / module
+    source.write_text(source.read_text() + "\n# edited\n")
+    _, output = snakemake(smoke, "-n", env=env)
+    rules = set(re.findall(r"^(?:local)?rule (\S+):", output, re.M))
+    assert rules == expected, output[-3000:]
