@@ -264,8 +264,11 @@ def test_u5_figure_of_six_models_is_two_rows_of_three(tmp_path):
 
 
 def test_panels_keep_stacks_together_and_hide_the_rest():
-    fig, stacks = plotting.panels(4, rows_per_panel=2)
-    assert len(stacks) == 4 and all(len(stack) == 2 for stack in stacks)
+    fig, stacks = plotting.panels(5, rows_per_panel=2)  # 3 + 2 panels, each a pair of axes
+    assert len(stacks) == 5 and all(len(stack) == 2 for stack in stacks)
     top, bottom = (stack.get_subplotspec() for stack in stacks[3])
     assert (top.rowspan.start, bottom.rowspan.start, top.colspan.start) == (2, 3, 0)
-    assert sum(not ax.get_visible() for ax in fig.axes) == 4
+    assert sum(not ax.get_visible() for ax in fig.axes) == 2
+    fig, square = plotting.panels(4)
+    assert square[0].get_subplotspec().get_geometry()[:2] == (2, 2)
+    assert all(ax.get_visible() for ax in fig.axes)

@@ -202,7 +202,7 @@ def test_s3_s4_claims_name_the_other_models_and_figures_wrap(tmp_path):
     assert "['a', 'c', 'd']" in claims["S3.newline_sinks"].note
     fig = s3.figure(tables, {"cache": 8, "scale": "t"})
     assert isinstance(fig, Figure)
-    assert fig.axes[0].get_subplotspec().get_gridspec().get_geometry() == (2, 3)
+    assert fig.axes[0].get_subplotspec().get_gridspec().get_geometry() == (2, 2)
     assert sum(ax.get_visible() for ax in fig.axes) == len(models)
     nll_sinks = nll_frame(
         "a",

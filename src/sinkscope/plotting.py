@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib
 
@@ -31,9 +32,9 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 4.0, height: float = 3
 
 
 def panels(n: int, width: float = 4.2, height: float = 3.4, rows_per_panel: int = 1):
-    """A figure of `n` panels (n >= 1, e.g. one per model) in a grid of at most `PER_ROW` panels
-    per row, each row of axes `width` x `height` inches; the axes of the grid left over are
-    hidden.
+    """A figure of `n` panels (n >= 1, e.g. one per model) in the fewest rows of at most
+    `PER_ROW` panels, filled as evenly as they allow, each panel `width` x `height` inches; the
+    axes of the grid left over are hidden.
 
     Returns the figure and the n panels in reading order: one Axes each, or, with
     `rows_per_panel` > 1, a list of that many Axes stacked top to bottom (e.g. a map above a
@@ -41,8 +42,8 @@ def panels(n: int, width: float = 4.2, height: float = 3.4, rows_per_panel: int 
     """
     if n < 1:
         raise ValueError(f"a figure of panels needs at least one panel, not {n}")
-    ncols = min(n, PER_ROW)
-    nrows = -(-n // ncols)
+    nrows = -(-n // PER_ROW)
+    ncols = -(-n // nrows)  # as even as the rows allow: 4 panels are 2 x 2, 5 are 3 + 2
     fig, axes = figure(
         ncols=ncols, nrows=nrows * rows_per_panel, width=width, height=height, squeeze=False
     )
@@ -85,6 +86,8 @@ def log_ticks(axis: Axis, most: int = 5) -> None:
     axis.set_tick_params(which="minor", pad=pad)
 
 
-def title(scale: str, exhibit: str, text: str, model: str | None = None) -> str:
-    """Figure title naming the exhibit, the model and the scale."""
-    return f"{exhibit}: {text}" + (f" ({model}, {scale} scale)" if model else f" ({scale} scale)")
+def title(scale: str, exhibit: str, text: str, model: str | None = None, width: int = 100) -> str:
+    """Figure title naming the exhibit, the model(s) and the scale, wrapped at `width`
+    characters (a long list of models would run off the figure)."""
+    full = f"{exhibit}: {text}" + (f" ({model}, {scale} scale)" if model else f" ({scale} scale)")
+    return textwrap.fill(full, width)

@@ -66,13 +66,21 @@ def summarise(jobs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([per_rule[COLUMNS], totals], ignore_index=True).round(3)
 
 
-def figure(summary: pd.DataFrame, scale: str):
-    """Wall and CPU minutes per rule, the costliest first."""
-    rules = summary[~summary.rule.isin(["total", "job total"])].iloc[::-1]
-    fig, axes = plotting.figure(ncols=2, width=4.5, height=max(3.0, 0.22 * len(rules)), sharey=True)
+def figure(summary: pd.DataFrame, scale: str, top: int = 15):
+    """Wall and CPU minutes of the `top` costliest rules, the others summed in one bar."""
+    rules = summary[~summary.rule.isin(["total", "job total"])]
+    if len(rules) > top:
+        rest = rules.iloc[top:]
+        other = {"rule": f"{len(rest)} other rules", "jobs": rest.jobs.sum()}
+        other |= {"wall_min": rest.wall_min.sum(), "cpu_min": rest.cpu_min.sum()}
+        rules = pd.concat([rules.iloc[:top], pd.DataFrame([other])], ignore_index=True)
+    rules = rules.iloc[::-1]
+    labels = [f"{rule} ({int(jobs)})" for rule, jobs in zip(rules.rule, rules.jobs, strict=True)]
+    fig, axes = plotting.figure(ncols=2, width=4.5, height=0.3 * len(rules) + 1.2, sharey=True)
     for ax, column, label in zip(axes, ("wall_min", "cpu_min"), ("wall", "CPU"), strict=True):
-        ax.barh(rules.rule, rules[column])
-        ax.set(xlabel=f"{label} minutes (all jobs of the rule)")
+        ax.barh(labels, rules[column])
+        ax.set(xlabel=f"{label} minutes, summed over the rule's jobs")
+    axes[0].set(ylabel="rule (jobs)")
     total = summary.set_index("rule")
     fig.suptitle(
         f"Run cost ({scale} scale): {total.loc['total', 'wall_min']:.1f} min wall, "
