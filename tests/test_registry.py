@@ -10,7 +10,7 @@ from conftest import REPO
 
 from sinkscope.config import load_config
 from sinkscope.exhibits import module
-from sinkscope.exhibits.registry import EXHIBITS, PAPERS, Plan, active
+from sinkscope.exhibits.registry import EXHIBITS, PAPERS, Plan, active, claimed, not_run
 from sinkscope.scorecard import load_claims
 
 SCALES = {
@@ -76,3 +76,14 @@ def test_readme_links_each_exhibit_to_its_module_rules_and_outputs():
         assert f"src/sinkscope/exhibits/{exhibit.lower()}.py" in row
         assert f"tables_{exhibit}" in row and f"results/{exhibit}/" in row
         assert f"figures/{exhibit}.png" in row
+
+
+def test_a_claim_model_outside_the_exhibit_is_not_run_never_substituted(default_config):
+    plan = Plan(default_config)
+    assert "U6" in active(plan) and "U6" not in claimed(plan)  # dinov2-s-focus has no registers
+    reason = not_run(plan)["U6"]
+    assert "dinov2-s-focus" in reason and "diagnostics.claim_models.image" in reason
+    assert set(claimed(plan)) == set(active(plan)) - {"U6"}
+    streamed = {**default_config["streaming"]["ppl"], "models": ["gemma3-270m"]}
+    config = {**default_config, "streaming": {**default_config["streaming"], "ppl": streamed}}
+    assert "streaming.ppl.claim_models.S3" in not_run(Plan(config))["S3"]

@@ -10,6 +10,7 @@ from conftest import REPO
 
 from sinkscope.exhibits import Measured
 from sinkscope.scorecard import (
+    INCONCLUSIVE,
     NOT_REPLICATED,
     NOT_RUN,
     REPLICATED,
@@ -130,3 +131,67 @@ def test_unknown_measured_claim_is_an_error(tmp_path):
     path = _claims_file(tmp_path, {"S1.typo": Measured(1.0, "toy").record()})
     with pytest.raises(ValueError, match="S1.typo"):
         build_scorecard([path], "default")
+
+
+def passing(check):
+    """A value that satisfies `check`."""
+    return (
+        True
+        if check["kind"] == "holds"
+        else check["value"]
+        + (1 if check["kind"] in ("greater_than",) else -1 if check["kind"] == "less_than" else 0)
+    )
+
+
+def failing(check):
+    """A value that violates `check`."""
+    kind = check["kind"]
+    if kind == "holds":
+        return False
+    step = 1 + 2 * abs(check["value"]) * check.get("rtol", 0) + 2 * check.get("atol", 0)
+    return check["value"] - step if kind in ("greater_than", "at_least") else check["value"] + step
+
+
+@pytest.mark.parametrize("check", [claim["check"] for claim in load_claims()])
+def test_the_value_helpers_pass_and_fail_each_check(check):
+    assert judge(check, passing(check)) and not judge(check, failing(check))
+
+
+CONTROLLED = [claim for claim in load_claims() if claim.get("preconditions")]
+
+
+@pytest.mark.parametrize("claim", CONTROLLED, ids=[claim["id"] for claim in CONTROLLED])
+def test_a_failing_or_missing_control_makes_a_claim_inconclusive(tmp_path, claim):
+    controls = {c["measure"]: c for c in claim["preconditions"]}
+
+    def card(values):
+        records = {key: Measured(value, "m", "measured").record() for key, value in values.items()}
+        return build_scorecard([_claims_file(tmp_path, records)], "default").set_index("claim_id")
+
+    met = {measure: passing(c["check"]) for measure, c in controls.items()}
+    claim_value = {claim["id"]: passing(claim["check"])}
+    assert card({**met, **claim_value}).loc[claim["id"], "verdict"] == REPLICATED
+    claim_value = {claim["id"]: failing(claim["check"])}
+    assert card({**met, **claim_value}).loc[claim["id"], "verdict"] == NOT_REPLICATED
+    for measure, control in controls.items():
+        broken = {**met, measure: failing(control["check"]), claim["id"]: passing(claim["check"])}
+        if measure == claim["id"]:
+            continue
+        row = card(broken).loc[claim["id"]]
+        assert row.verdict == INCONCLUSIVE
+        assert control["control"] in row.note and "measured" in row.note
+        missing = {k: v for k, v in broken.items() if k != measure}
+        row = card(missing).loc[claim["id"]]
+        assert row.verdict == INCONCLUSIVE and "not measured" in row.note
+
+
+def test_not_run_names_the_reason_and_markdown_groups_by_paper(tmp_path):
+    path = _claims_file(tmp_path, {"S1.sink_share": Measured(76.85, "toy").record()})
+    card = build_scorecard([path], "default", {"U6": "no model with registers at this scale"})
+    row = card.set_index("claim_id").loc["U6.registers_mostly_nop"]
+    assert row.verdict == NOT_RUN and row.note == "no model with registers at this scale"
+    markdown = to_markdown(card)
+    assert markdown.index("## Unifying View (U)") < markdown.index("## StreamingLLM (S)")
+    assert "## Sink vs diagonal (D)" in markdown
+    streaming = card[card.exhibit.str.startswith("S")]
+    assert f"{len(streaming)} claims: 1 replicated, 0 not replicated" in markdown

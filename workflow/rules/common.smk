@@ -6,7 +6,7 @@ import os
 import re
 from importlib.resources import files
 
-from sinkscope.exhibits.registry import Plan, active
+from sinkscope.exhibits.registry import Plan, active, claimed, not_run
 from sinkscope.provenance import code_digest
 
 ENV = "../../envs/sinkscope.yaml"
@@ -17,6 +17,7 @@ try:
 except ValueError as error:
     raise WorkflowError(str(error)) from None
 EXHIBITS = active(PLAN)
+CLAIMED = claimed(PLAN)  # the exhibits whose claims this scale measures (on their claim model)
 TRAINED = PLAN.trained  # the ViTs the vision stage trains are models too (resources/models/<name>/)
 MITIGATION_DATA = config["mitigation"]["data"]
 MITIGATION_IMAGES = (
@@ -65,8 +66,8 @@ def exhibit_targets():
     return [
         path
         for exhibit in EXHIBITS.values()
-        for path in [*exhibit.table_paths().values(), claims_file(exhibit.id), *figure_files(exhibit.id)]
-    ]
+        for path in [*exhibit.table_paths().values(), *figure_files(exhibit.id)]
+    ] + [claims_file(exhibit) for exhibit in CLAIMED]
 
 
 # --- the inputs of the models (extract.smk) ---

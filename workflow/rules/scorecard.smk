@@ -4,7 +4,7 @@
 
 rule scorecard:
     input:
-        [claims_file(exhibit) for exhibit in EXHIBITS],
+        [claims_file(exhibit) for exhibit in CLAIMED],
     output:
         csv=report("results/scorecard.csv", caption="../report/scorecard.rst", category="Scorecard"),
         csv_prov="results/scorecard.csv.prov.json",
@@ -12,6 +12,7 @@ rule scorecard:
         md_prov="results/scorecard.md.prov.json",
     params:
         scale=config["scale"],
+        not_run=not_run(PLAN),
         code=code_of("scorecard.py"),
         catalogue=catalogue_digest(),
     log:

@@ -97,7 +97,9 @@ class Exhibit:
     threads: int | str = 1  # or the config key that holds it
     mem_mb: int = 2000
     runtime: int = 10  # minutes
-    runs: Callable[[Plan], bool] = lambda plan: True  # whether this scale can run it
+    # why this scale cannot run the exhibit, or cannot measure its claims (None: it can)
+    unavailable: Callable[[Plan], str | None] = lambda plan: None
+    unclaimed: Callable[[Plan], str | None] = lambda plan: None
 
     @property
     def paper(self) -> str:
@@ -158,9 +160,14 @@ def _diagnostics(
     def models(plan: Plan) -> list[str]:
         return plan.models_of(modality, registers)
 
-    def claim_model(plan: Plan) -> str:
-        preferred = plan.get(f"diagnostics.claim_models.{modality or 'image'}")
-        return preferred if preferred in models(plan) else models(plan)[0]
+    key = f"diagnostics.claim_models.{modality or 'image'}"
+    which = "model with registers" if registers else f"{modality or ''} model".lstrip()
+
+    def unclaimed(plan: Plan) -> str | None:
+        if plan.get(key) in models(plan):
+            return None
+        runs_on = ", ".join(models(plan))
+        return f"its claim model {plan.get(key)} ({key}) is not a {which} of this run ({runs_on})"
 
     return Exhibit(
         id=exhibit,
@@ -184,9 +191,10 @@ def _diagnostics(
             ),
             **(table_settings or {}),
         },
-        claim_settings={"claim_model": claim_model},
+        claim_settings={"claim_model": key},
         mem_mb=4000,
-        runs=lambda plan: bool(models(plan)),
+        unavailable=lambda plan: None if models(plan) else f"no {which} at this scale",
+        unclaimed=unclaimed,
     )
 
 
@@ -228,6 +236,19 @@ def _lm_histories(plan: Plan) -> list[str]:
         f"results/streaming/lms/{v}_history.parquet"
         for v in plan.get("streaming.pretrain.variants")
     ]
+
+
+def _stream_claim_model(exhibit: str) -> Callable[[Plan], str | None]:
+    """Why the claims of S3 / S4 cannot be measured: their claim model is not streamed."""
+    key = f"streaming.ppl.claim_models.{exhibit}"
+
+    def unclaimed(plan: Plan) -> str | None:
+        models = plan.get("streaming.ppl.models")
+        if plan.get(key) in models:
+            return None
+        return f"its claim model {plan.get(key)} ({key}) is not in streaming.ppl.models {models}"
+
+    return unclaimed
 
 
 LM_EVAL = {
@@ -341,6 +362,7 @@ EXHIBITS: dict[str, Exhibit] = {
             },
             figure_settings={"cache": "streaming.ppl.cache"},
             mem_mb=4000,
+            unclaimed=_stream_claim_model("S3"),
         ),
         Exhibit(
             id="S4",
@@ -353,6 +375,7 @@ EXHIBITS: dict[str, Exhibit] = {
                 "cache": "streaming.ppl.cache",
             },
             mem_mb=4000,
+            unclaimed=_stream_claim_model("S4"),
         ),
         Exhibit(
             id="S5",
@@ -450,4 +473,18 @@ EXHIBITS: dict[str, Exhibit] = {
 
 def active(plan: Plan) -> dict[str, Exhibit]:
     """The exhibits this scale runs (U6 needs a model with registers)."""
-    return {exhibit_id: e for exhibit_id, e in EXHIBITS.items() if e.runs(plan)}
+    return {exhibit_id: e for exhibit_id, e in EXHIBITS.items() if e.unavailable(plan) is None}
+
+
+def claimed(plan: Plan) -> dict[str, Exhibit]:
+    """The exhibits this scale runs and measures the claims of (on the claim model named)."""
+    return {exhibit_id: e for exhibit_id, e in active(plan).items() if e.unclaimed(plan) is None}
+
+
+def not_run(plan: Plan) -> dict[str, str]:
+    """{exhibit: why its claims are not measured at this scale} for the exhibits not claimed."""
+    return {
+        exhibit_id: e.unavailable(plan) or f"not measured: {e.unclaimed(plan)}"
+        for exhibit_id, e in EXHIBITS.items()
+        if exhibit_id not in claimed(plan)
+    }

@@ -26,6 +26,9 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     values = {
         "S7.first_token_mass_falls": bool(mass["learned_sink"] < mass["vanilla"]),
         "S7.streams_without_sinks": float(by["learned_sink", 0] / by["learned_sink", 4]),
+        # the controls: does the vanilla LM have a first-token sink and need its kept tokens?
+        "S7.vanilla_first_token_mass": float(mass["vanilla"]),
+        "S7.vanilla_window_ratio": float(by["vanilla", 0] / by["vanilla", 4]),
     }
     model, note = sink_lm_context(tables["ppl"], settings)
     note += "; mean first-token mass " + ", ".join(f"{v} {m:.3f}" for v, m in mass.items())

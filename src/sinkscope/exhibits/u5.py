@@ -38,7 +38,10 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         f"NOP share early/middle {nop[0]:.2f} vs deep {nop[1]:.2f}; Broadcast share "
         f"early/middle {broadcast[0]:.2f} vs deep {broadcast[1]:.2f}; {n_events} events"
     )
-    return {"U5.nop_early_broadcast_deep": Measured(holds, model, note)}
+    return {
+        "U5.nop_early_broadcast_deep": Measured(holds, model, note),
+        "U5.sink_events": Measured(n_events, model, f"{n_events} sink events"),
+    }
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

@@ -26,7 +26,10 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     table = tables["table"][tables["table"].model == model]
     nop = 100 * float((table.sink_class == "NOP").mean()) if len(table) else 0.0
     note = f"{len(table)} register sink events"
-    return {"U6.registers_mostly_nop": Measured(nop, model, note)}
+    return {
+        "U6.registers_mostly_nop": Measured(nop, model, note),
+        "U6.register_events": Measured(len(table), model, note),
+    }
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

@@ -35,11 +35,13 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         return {
             "U7.qk_peak_sink_heads": Measured(False, model, note),
             "U7.massive_activation": Measured(float("nan"), model, note),
+            "U7.sink_heads": Measured(len(sink), model, note),
         }
     peaks = (sink.spectral_peak.median(), other.spectral_peak.median())
     note = f"median QK spectral peak {peaks[0]:.2f} (sink heads) vs {peaks[1]:.2f} (others)"
     other_massive = float(other.massive_activation.median())
     return {
+        "U7.sink_heads": Measured(len(sink), model, f"{len(sink)} sink heads, {len(other)} others"),
         "U7.qk_peak_sink_heads": Measured(bool(peaks[0] > peaks[1]), model, note),
         "U7.massive_activation": Measured(
             float(sink.massive_activation.median()),
