@@ -110,7 +110,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         plotting.title(
             settings["scale"],
             "D4",
-            "a hard switch (exact zero) is implemented by a sink",
+            "hard attention switch: where the off queries attend",
             _model(settings["recipe"]),
         )
     )

@@ -251,7 +251,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         plotting.title(
             settings["scale"],
             "U1",
-            "conditional damping routes NOP tokens to a sink",
+            "conditional damping (NOP task): attention, value norms, QK spectrum",
             _model(settings["recipe"]),
         )
     )
