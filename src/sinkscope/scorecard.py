@@ -16,8 +16,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from .exhibits import Measured
-from .exhibits.registry import PAPERS
+from .exhibits import PAPERS, Measured
 from .provenance import write_json
 
 REPLICATED, NOT_REPLICATED = "replicated", "not replicated"

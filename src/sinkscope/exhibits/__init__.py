@@ -20,7 +20,15 @@ from typing import Any
 
 from ..tables import read_tables, stack
 
-__all__ = ["Measured", "module", "read_tables", "stack"]
+__all__ = ["PAPERS", "Measured", "module", "read_tables", "stack"]
+
+
+# the papers by the prefix of their exhibit IDs
+PAPERS = {
+    "U": "Unifying View",
+    "S": "StreamingLLM",
+    "D": "Sink vs diagonal",
+}
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..vision.variants import trained_models
+from . import PAPERS
 
-PAPERS = {
-    "U": "Unifying View",
-    "S": "StreamingLLM",
-    "D": "Sink vs diagonal",
-}
 Setting = str | Callable[["Plan"], Any]
 
 
@@ -251,6 +247,12 @@ def _stream_claim_model(exhibit: str) -> Callable[[Plan], str | None]:
     return unclaimed
 
 
+# what S6 and S7 name their models and notes by (streaming.exhibit_tables.sink_lm_context)
+SINK_LM_LABEL = {
+    "arch": "streaming.pretrain.arch",
+    "steps": "streaming.pretrain.steps",
+    "cache": "streaming.pretrain.cache",
+}
 LM_EVAL = {
     "ppl": "results/streaming/lms/ppl.parquet",
     "attention": "results/streaming/lms/attention.parquet",
@@ -389,22 +391,14 @@ EXHIBITS: dict[str, Exhibit] = {
             title="pretraining with a sink token",
             tables=("ppl", "history"),
             inputs=lambda plan: {"ppl": LM_EVAL["ppl"], "histories": _lm_histories(plan)},
-            claim_settings={
-                "arch": "streaming.pretrain.arch",
-                "steps": "streaming.pretrain.steps",
-                "cache": "streaming.pretrain.cache",
-            },
+            claim_settings=SINK_LM_LABEL,
         ),
         Exhibit(
             id="S7",
             title="a learned sink logit",
             tables=("attention", "ppl"),
             inputs=lambda plan: dict(LM_EVAL),
-            claim_settings={
-                "arch": "streaming.pretrain.arch",
-                "steps": "streaming.pretrain.steps",
-                "cache": "streaming.pretrain.cache",
-            },
+            claim_settings=SINK_LM_LABEL,
         ),
         Exhibit(
             id="S9",
