@@ -9,6 +9,7 @@ import pytest
 from conftest import REPO
 
 from sinkscope.exhibits import Measured
+from sinkscope.stats import Interval, exact
 from sinkscope.scorecard import (
     INCONCLUSIVE,
     NOT_REPLICATED,
@@ -39,8 +40,26 @@ from sinkscope.scorecard import (
         ({"kind": "holds"}, False, False),
     ],
 )
-def test_judge(check, measured, expected):
-    assert judge(check, measured) is expected
+def test_judge_an_exact_value(check, measured, expected):
+    assert judge(check, measured, measured) is expected
+
+
+@pytest.mark.parametrize(
+    ("check", "low", "high", "expected"),
+    [
+        ({"kind": "greater_than", "value": 1.0}, 1.2, 3.0, True),
+        ({"kind": "greater_than", "value": 1.0}, 0.2, 1.0, False),
+        ({"kind": "greater_than", "value": 1.0}, 0.9, 1.1, None),
+        ({"kind": "at_most", "value": 1.5}, 1.0, 1.5, True),
+        ({"kind": "at_most", "value": 1.5}, 1.4, 1.6, None),
+        ({"kind": "rel_close", "value": 1.0, "rtol": 0.05}, 0.96, 1.04, True),
+        ({"kind": "rel_close", "value": 1.0, "rtol": 0.05}, 0.97, 1.08, None),
+        ({"kind": "rel_close", "value": 1.0, "rtol": 0.05}, 1.06, 1.2, False),
+        ({"kind": "holds"}, 0.0, 1.0, None),
+    ],
+)
+def test_judge_an_interval(check, low, high, expected):
+    assert judge(check, low, high) is expected
 
 
 # The exhibits doc under docs/: the papers, the metrics and every exhibit with its claims
@@ -111,8 +130,8 @@ def test_verdicts_and_not_run_rows(tmp_path):
     path = _claims_file(
         tmp_path,
         {
-            "S1.norm_without_sink": Measured(0.8296, "toy").record(),
-            "S1.sink_share": Measured(70.0, "toy", "deliberately off").record(),
+            "S1.norm_without_sink": record(0.8296),
+            "S1.sink_share": record(70.0, "deliberately off"),
         },
     )
     card = build_scorecard([path], "default").set_index("claim_id")
@@ -128,9 +147,20 @@ def test_verdicts_and_not_run_rows(tmp_path):
 
 
 def test_unknown_measured_claim_is_an_error(tmp_path):
-    path = _claims_file(tmp_path, {"S1.typo": Measured(1.0, "toy").record()})
+    path = _claims_file(tmp_path, {"S1.typo": record(1.0)})
     with pytest.raises(ValueError, match="S1.typo"):
         build_scorecard([path], "default")
+
+
+def record(value, note="measured", interval=None):
+    """A measured record on model `toy`: exact unless an interval is given."""
+    return Measured(value, "toy", note, interval or exact(value)).record()
+
+
+def straddling(check):
+    """An interval that straddles `check`: from a failing to a passing value."""
+    low, high = sorted(float(v) for v in (passing(check), failing(check)))
+    return Interval(low, high, 8, "bootstrap over windows")
 
 
 def passing(check):
@@ -152,9 +182,25 @@ def failing(check):
     return check["value"] - step if kind in ("greater_than", "at_least") else check["value"] + step
 
 
-@pytest.mark.parametrize("check", [claim["check"] for claim in load_claims()])
-def test_the_value_helpers_pass_and_fail_each_check(check):
-    assert judge(check, passing(check)) and not judge(check, failing(check))
+CLAIMS = load_claims()
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[claim["id"] for claim in CLAIMS])
+def test_every_claim_passes_fails_and_straddles(tmp_path, claim):
+    """For every claim of the catalogue (so every check kind): a value that replicates, one that
+    does not and an interval that straddles its check, each with its controls met."""
+    met = {c["measure"]: record(passing(c["check"])) for c in claim.get("preconditions", [])}
+    check = claim["check"]
+
+    def row(found):
+        path = _claims_file(tmp_path, {**met, claim["id"]: found})
+        return build_scorecard([path], "default").set_index("claim_id").loc[claim["id"]]
+
+    assert row(record(passing(check))).verdict == REPLICATED
+    assert row(record(failing(check))).verdict == NOT_REPLICATED
+    found = row(record(passing(check), interval=straddling(check)))
+    assert found.verdict == INCONCLUSIVE
+    assert "[" in found.note and "bootstrap over 8 windows" in found.note
 
 
 CONTROLLED = [claim for claim in load_claims() if claim.get("preconditions")]
@@ -165,7 +211,7 @@ def test_a_failing_or_missing_control_makes_a_claim_inconclusive(tmp_path, claim
     controls = {c["measure"]: c for c in claim["preconditions"]}
 
     def card(values):
-        records = {key: Measured(value, "m", "measured").record() for key, value in values.items()}
+        records = {key: record(value) for key, value in values.items()}
         return build_scorecard([_claims_file(tmp_path, records)], "default").set_index("claim_id")
 
     met = {measure: passing(c["check"]) for measure, c in controls.items()}
@@ -183,10 +229,16 @@ def test_a_failing_or_missing_control_makes_a_claim_inconclusive(tmp_path, claim
         missing = {k: v for k, v in broken.items() if k != measure}
         row = card(missing).loc[claim["id"]]
         assert row.verdict == INCONCLUSIVE and "not measured" in row.note
+        uncertain = {measure: straddling(control["check"])}
+        records = {k: record(v, interval=uncertain.get(k)) for k, v in met.items()}
+        records[claim["id"]] = record(passing(claim["check"]))
+        row = build_scorecard([_claims_file(tmp_path, records)], "default")
+        row = row.set_index("claim_id").loc[claim["id"]]
+        assert row.verdict == INCONCLUSIVE and "undecided" in row.note
 
 
 def test_not_run_names_the_reason_and_markdown_groups_by_paper(tmp_path):
-    path = _claims_file(tmp_path, {"S1.sink_share": Measured(76.85, "toy").record()})
+    path = _claims_file(tmp_path, {"S1.sink_share": record(76.85)})
     card = build_scorecard([path], "default", {"U6": "no model with registers at this scale"})
     row = card.set_index("claim_id").loc["U6.registers_mostly_nop"]
     assert row.verdict == NOT_RUN and row.note == "no model with registers at this scale"

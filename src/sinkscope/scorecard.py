@@ -1,9 +1,11 @@
 """The replication scorecard: each claim of the catalogue, paper value, measured value, verdict.
 
-Verdicts: `replicated` (the measured value satisfies the claim's check), `not replicated`,
-`inconclusive at this scale` (a control the claim is about lacks the phenomenon: one of the
-claim's `preconditions` in the catalogue fails or was not measured; the note gives the measured
-value) and `not run` (no measurement at this scale; the note gives the reason).
+Every measured value comes with its 95 % interval (`sinkscope.stats`). Verdicts: `replicated`
+(the whole interval satisfies the claim's check), `not replicated` (none of it does),
+`inconclusive at this scale` (the interval straddles the check, or a control the claim is about
+does not clearly show the phenomenon: one of the claim's `preconditions` in the catalogue fails,
+straddles or was not measured; the note gives the measured values) and `not run` (no
+measurement at this scale; the note gives the reason).
 """
 
 from __future__ import annotations
@@ -13,16 +15,21 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
 from .exhibits import PAPERS, Measured
 from .provenance import write_json
+from .stats import Interval
 
 REPLICATED, NOT_REPLICATED = "replicated", "not replicated"
 INCONCLUSIVE, NOT_RUN = "inconclusive at this scale", "not run"
 VERDICTS = (REPLICATED, NOT_REPLICATED, INCONCLUSIVE, NOT_RUN)
-COLUMNS = ["exhibit", "claim_id", "claim", "paper", "measured", "model", "scale", "verdict", "note"]
+COLUMNS = [
+    "exhibit", "claim_id", "claim", "paper", "check", "value", "low", "high", "n", "basis",
+    "model", "scale", "verdict", "note",
+]  # fmt: skip
 
 
 def load_claims() -> list[dict[str, Any]]:
@@ -30,27 +37,44 @@ def load_claims() -> list[dict[str, Any]]:
     return yaml.safe_load(files("sinkscope").joinpath("claims.yaml").read_text())
 
 
-def judge(check: dict[str, Any], measured: float | bool) -> bool:
-    """Whether a measured value satisfies a claim's check (see claims.yaml for the kinds)."""
+def accepted(check: dict[str, Any]) -> tuple[float, float]:
+    """The closed range of values a check accepts ("holds": 1, i.e. true)."""
     kind = check["kind"]
     if kind == "holds":
-        return bool(measured)
+        return 1.0, 1.0
     value = check["value"]
-    if kind == "round_equal":
-        return round(measured, check["decimals"]) == round(value, check["decimals"])
-    if kind == "less_than":
-        return measured < value
-    if kind == "greater_than":
-        return measured > value
-    if kind == "at_most":
-        return measured <= value
-    if kind == "at_least":
-        return measured >= value
-    if kind == "rel_close":
-        return abs(measured - value) <= check["rtol"] * abs(value)
-    if kind == "abs_close":
-        return abs(measured - value) <= check["atol"]
-    raise ValueError(f"unknown check kind {kind!r}")
+    if kind in ("less_than", "at_most"):
+        return -np.inf, value
+    if kind in ("greater_than", "at_least"):
+        return value, np.inf
+    tolerance = {
+        "rel_close": lambda: check.get("rtol", 0) * abs(value),
+        "abs_close": lambda: check.get("atol", 0),
+        "round_equal": lambda: 0.5 * 10.0 ** -check.get("decimals", 0),
+    }
+    if kind not in tolerance:
+        raise ValueError(f"unknown check kind {kind!r}")
+    margin = tolerance[kind]()
+    return value - margin, value + margin
+
+
+def judge(check: dict[str, Any], low: float, high: float) -> bool | None:
+    """Whether a measured interval [low, high] satisfies a claim's check: True when every value
+    in it does, False when none does, None (undecided) when it straddles the threshold. Strict
+    checks (`less_than`, `greater_than`) exclude their bound; an exact value is the interval
+    [value, value]."""
+    kind = check["kind"]
+    lo, hi = accepted(check)
+    strict = kind in ("less_than", "greater_than")
+    if kind == "holds":
+        return True if low >= 1 else False if high <= 0 else None
+    if kind in ("less_than", "at_most"):
+        inside, outside = (high < hi, low >= hi) if strict else (high <= hi, low > hi)
+    elif kind in ("greater_than", "at_least"):
+        inside, outside = (low > lo, high <= lo) if strict else (low >= lo, high < lo)
+    else:
+        inside, outside = lo <= low and high <= hi, high < lo or low > hi
+    return True if inside else False if outside else None
 
 
 def write_claims(
@@ -77,15 +101,17 @@ def describe_check(check: dict[str, Any]) -> str:
 
 
 def failed_controls(claim: dict[str, Any], measured: dict[str, dict[str, Any]]) -> list[str]:
-    """The claim's preconditions that its run does not meet, each with the measured value."""
+    """The claim's preconditions that its run does not clearly meet, each with the measured
+    value and interval."""
     failed = []
     for control in claim.get("preconditions", []):
         found = measured.get(control["measure"])
         what = f"{control['control']} ({control['measure']} {describe_check(control['check'])})"
         if found is None:
             failed.append(f"{what}: not measured")
-        elif not judge(control["check"], found["value"]):
-            failed.append(f"{what}: measured {_format(found['value'])}")
+        elif (met := judge(control["check"], found["low"], found["high"])) is not True:
+            shown = "lacks it" if met is False else "undecided"
+            failed.append(f"{what} {shown}: measured {_measured(found)}")
     return failed
 
 
@@ -95,11 +121,36 @@ def _format(value: Any) -> str:
     return f"{value:.4g}"
 
 
+def _measured(found: dict[str, Any]) -> str:
+    """A measured record in words: the value and its interval."""
+    return f"{_format(found['value'])}, {_interval(found)}"
+
+
+def _interval(found: dict[str, Any]) -> str:
+    return Interval(found["low"], found["high"], found["n"], found["basis"]).describe()
+
+
+def verdict(claim: dict[str, Any], measured: dict[str, dict[str, Any]]) -> tuple[str, str]:
+    """A measured claim's verdict and the reason the scorecard gives before the exhibit's note:
+    inconclusive when a control fails or the interval straddles the check."""
+    found = measured[claim["id"]]
+    if failed := failed_controls(claim, measured):
+        return INCONCLUSIVE, "control: " + "; ".join(failed) + "."
+    decided = judge(claim["check"], found["low"], found["high"])
+    if decided is None:
+        if claim["check"]["kind"] == "holds":
+            return INCONCLUSIVE, f"the pattern holds in part of the resamples: {_interval(found)}."
+        check = describe_check(claim["check"])
+        return INCONCLUSIVE, f"the interval {_interval(found)} straddles {check}."
+    return (REPLICATED, "") if decided else (NOT_REPLICATED, "")
+
+
 def build_scorecard(
     claim_files: list[str | Path], scale: str, not_run: dict[str, str] | None = None
 ) -> pd.DataFrame:
     """One row per catalogued claim. A claim with no measurement is `not run`, with the reason
-    `not_run` gives for its exhibit; one whose control fails is inconclusive."""
+    `not_run` gives for its exhibit; one whose control fails or whose interval straddles its
+    check is inconclusive."""
     measured: dict[str, dict[str, Any]] = {}
     for path in claim_files:
         measured.update(json.loads(Path(path).read_text())["claims"])
@@ -117,26 +168,20 @@ def build_scorecard(
             "claim_id": claim["id"],
             "claim": claim["claim"],
             "paper": claim["paper"],
+            "check": describe_check(claim["check"]),
             "scale": scale,
         }
         if (found := measured.get(claim["id"])) is None:
             reason = (not_run or {}).get(claim["exhibit"], "no measurement at this scale")
-            row |= {"measured": "", "model": "", "verdict": NOT_RUN, "note": reason}
+            row |= {"verdict": NOT_RUN, "note": reason}
         else:
-            if failed := failed_controls(claim, measured):
-                verdict = INCONCLUSIVE
-                note = "control lacks the phenomenon: " + "; ".join(failed) + ". " + found["note"]
-            else:
-                verdict = REPLICATED if judge(claim["check"], found["value"]) else NOT_REPLICATED
-                note = found["note"]
-            row |= {
-                "measured": _format(found["value"]),
-                "model": found["model"],
-                "verdict": verdict,
-                "note": note,
-            }
+            judged, reason = verdict(claim, measured)
+            row |= {key: found[key] for key in ("value", "low", "high", "n", "basis", "model")}
+            row |= {"verdict": judged, "note": " ".join(filter(None, [reason, found["note"]]))}
         rows.append(row)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    card = pd.DataFrame(rows, columns=COLUMNS)
+    card["n"] = card.n.astype("Int64")
+    return card
 
 
 def _counts(card: pd.DataFrame) -> str:
@@ -144,20 +189,30 @@ def _counts(card: pd.DataFrame) -> str:
     return ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
 
 
+MARKDOWN = [
+    "exhibit", "claim_id", "claim", "paper", "check", "measured", "model", "verdict", "note",
+]  # fmt: skip
+
+
+def _markdown_row(row: pd.Series) -> str:
+    cells = row.to_dict()
+    cells["measured"] = "" if pd.isna(row.value) else _measured(cells)
+    return "| " + " | ".join(str(cells[c]).replace("|", "\\|") for c in MARKDOWN) + " |\n"
+
+
 def to_markdown(card: pd.DataFrame) -> str:
     """The scorecard as Markdown: the counts of verdicts, then one section per paper with its own
-    counts and table."""
-    header = "| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n"
+    counts and table (the measured value with its 95 % interval and n)."""
+    header = "| " + " | ".join(MARKDOWN) + " |\n|" + "---|" * len(MARKDOWN) + "\n"
     sections = []
     for prefix, paper in PAPERS.items():
         part = card[card.exhibit.str.startswith(prefix)]
-        body = "".join(
-            "| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |\n"
-            for row in part.itertuples(index=False)
-        )
+        body = "".join(_markdown_row(row) for _, row in part.iterrows())
         sections.append(
             f"## {paper} ({prefix})\n\n{len(part)} claims: {_counts(part)}.\n\n{header}{body}"
         )
-    return f"# Replication scorecard\n\n{len(card)} claims: {_counts(card)}.\n\n" + "\n".join(
-        sections
+    scale = card.scale.iloc[0] if len(card) else ""
+    return (
+        f"# Replication scorecard ({scale} scale)\n\n{len(card)} claims: {_counts(card)}.\n\n"
+        + "\n".join(sections)
     )

@@ -8,7 +8,9 @@ same three functions:
 `inputs` maps the input names of the exhibit's registry entry (`registry.py`) to a path or a
 list of paths (one per model, in the order of `settings["models"]`); `settings` holds exactly
 the config values the registry gives that function. Exhibit modules measure; only the
-scorecard compares a measurement with a paper's value.
+scorecard compares a measurement with a paper's value. Every measured value carries its
+interval (`sinkscope.stats`): exact, across seeds, or bootstrapped over the units it is computed
+from.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any
 
+from ..stats import Interval
 from ..tables import read_tables, stack
 
 __all__ = ["PAPERS", "Measured", "module", "read_tables", "stack"]
@@ -33,15 +36,18 @@ PAPERS = {
 
 @dataclass(frozen=True)
 class Measured:
-    """One claim as measured: the value, the model it was measured on, and a note computed from
-    the run."""
+    """One claim as measured: the value, the model it was measured on, a note computed from the
+    run, and the value's interval."""
 
     value: float | bool
     model: str
-    note: str = ""
+    note: str
+    interval: Interval
 
     def record(self) -> dict[str, Any]:
-        return asdict(self)
+        """Flat: value, model, note, low, high, n, basis."""
+        record = asdict(self)
+        return record | record.pop("interval")
 
 
 def module(exhibit: str) -> ModuleType:

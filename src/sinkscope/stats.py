@@ -1,0 +1,102 @@
+"""Uncertainty of a measured value: a 95 % interval and the number of units it rests on.
+
+Bases: `exact` (a closed form or a deterministic count: the interval is the value), `seeds` (a
+t-interval of the mean over independently trained replicates), `bootstrap over <unit>` (a
+percentile bootstrap over the windows, images, positions ... a value is computed from) and a
+share of runs or items (`share`, Clopper-Pearson). A boolean statistic is bootstrapped as 0/1,
+so its interval says whether the pattern holds in every resample, in none, or in some.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+LEVEL = 0.95
+RESAMPLES = 1000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A `LEVEL` interval of a measured value, the number of units `n` and their `basis`."""
+
+    low: float
+    high: float
+    n: int
+    basis: str
+
+    def describe(self) -> str:
+        """E.g. `[0.12, 0.15] (95 %, 5 seeds)` or `exact (n = 3)`."""
+        if self.basis == "exact":
+            return f"exact (n = {self.n})"
+        unit = self.basis.removeprefix("bootstrap over ")
+        how = f"{self.n} {unit}" if unit == self.basis else f"bootstrap over {self.n} {unit}"
+        return f"[{self.low:.4g}, {self.high:.4g}] ({100 * LEVEL:g} %, {how})"
+
+
+def exact(value: float | bool, n: int = 1) -> Interval:
+    """The interval of a value computed exactly (from `n` items)."""
+    return Interval(float(value), float(value), n, "exact")
+
+
+def over_seeds(values: Sequence[float]) -> Interval:
+    """The t-interval of the mean over independent seeds; one seed gives no interval
+    (-inf, inf), so no one-seed value decides a check."""
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2 or np.ptp(values) == 0:
+        low, high = (-np.inf, np.inf) if len(values) < 2 else (values[0], values[0])
+        return Interval(float(low), float(high), len(values), "seeds")
+    low, high = stats.ttest_1samp(values, 0.0).confidence_interval(LEVEL)
+    return Interval(float(low), float(high), len(values), "seeds")
+
+
+def difference_over_seeds(a: Sequence[float], b: Sequence[float]) -> Interval:
+    """The Welch t-interval of mean(a) - mean(b) over independent seeds of two conditions; n is
+    the smaller number of seeds."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    n = int(min(len(a), len(b)))
+    if n < 2:
+        return Interval(-np.inf, np.inf, n, "seeds")
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        return Interval(float(a.mean() - b.mean()), float(a.mean() - b.mean()), n, "seeds")
+    low, high = stats.ttest_ind(a, b, equal_var=False).confidence_interval(LEVEL)
+    return Interval(float(low), float(high), n, "seeds")
+
+
+def bootstrap(
+    statistic: Callable[..., float | bool],
+    *samples: Sequence,
+    unit: str,
+    paired: bool = True,
+    resamples: int = RESAMPLES,
+) -> Interval:
+    """The percentile bootstrap interval of `statistic(*samples)`, resampling the units along
+    the first axis of each sample (together when `paired`). Seeded, so reruns agree."""
+    arrays = [np.asarray(sample) for sample in samples]
+    n = len(arrays[0])
+    if n < 2:
+        return Interval(-np.inf, np.inf, n, f"bootstrap over {unit}")
+    result = stats.bootstrap(
+        arrays,
+        lambda *parts: float(statistic(*parts)),
+        n_resamples=resamples,
+        confidence_level=LEVEL,
+        method="percentile",
+        paired=paired,
+        vectorized=False,
+        rng=np.random.default_rng(0),
+    )
+    interval = result.confidence_interval
+    return Interval(float(interval.low), float(interval.high), n, f"bootstrap over {unit}")
+
+
+def share(hits: int, n: int, unit: str) -> Interval:
+    """The Clopper-Pearson interval of a proportion `hits / n` (runs, images, inputs ... that
+    show a pattern), e.g. the share of seeds whose trained model uses a sink."""
+    if n == 0:
+        return Interval(-np.inf, np.inf, 0, unit)
+    interval = stats.binomtest(int(hits), int(n)).proportion_ci(LEVEL, method="exact")
+    return Interval(float(interval.low), float(interval.high), int(n), unit)
