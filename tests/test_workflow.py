@@ -34,6 +34,7 @@ def test_every_target_exists_and_carries_provenance(smoke):
         "figures/S1.pdf",
         "results/scorecard.csv",
         "results/scorecard.md",
+        "figures/scorecard.png",
         "results/run_cost.csv",
         "figures/run_cost.png",
     }
@@ -68,6 +69,10 @@ def test_scorecard_has_a_row_per_claim(smoke):
     assert set(card[~card.exhibit.isin(measured)].verdict) <= {NOT_RUN}  # every exhibit may run
     assert (card.scale == "smoke").all()
     assert "| S1 | S1.sink_share |" in (smoke / "results" / "scorecard.md").read_text()
+    measured_rows = card[card.verdict != NOT_RUN]
+    assert (measured_rows.low <= measured_rows.value).all()
+    assert (measured_rows.value <= measured_rows.high).all()
+    assert (measured_rows.n >= 1).all() and measured_rows.basis.notna().all()
 
 
 def test_run_cost_sums_every_job(smoke):
@@ -115,7 +120,7 @@ def test_audit_prints_the_chain(smoke):
 def test_html_report_shows_the_figures(smoke):
     snakemake(smoke, "--report", "report.html")
     html = (smoke / "report.html").read_text(errors="replace")
-    assert "S1.png" in html and "scorecard.csv" in html
+    assert "S1.png" in html and "scorecard.csv" in html and "scorecard.png" in html
 
 
 def test_paper_scale_dag_builds(tmp_path):

@@ -173,10 +173,11 @@ def build_scorecard(
         }
         if (found := measured.get(claim["id"])) is None:
             reason = (not_run or {}).get(claim["exhibit"], "no measurement at this scale")
-            row |= {"verdict": NOT_RUN, "note": reason}
+            row |= {"model": "", "verdict": NOT_RUN, "note": reason}
         else:
             judged, reason = verdict(claim, measured)
-            row |= {key: found[key] for key in ("value", "low", "high", "n", "basis", "model")}
+            row |= {key: found[key] for key in ("low", "high", "n", "basis", "model")}
+            row["value"] = float(found["value"])  # a pattern that holds: 1, yes; 0, no
             row |= {"verdict": judged, "note": " ".join(filter(None, [reason, found["note"]]))}
         rows.append(row)
     card = pd.DataFrame(rows, columns=COLUMNS)
@@ -196,6 +197,8 @@ MARKDOWN = [
 
 def _markdown_row(row: pd.Series) -> str:
     cells = row.to_dict()
+    if row.check == "holds" and pd.notna(row.value):
+        cells["value"] = bool(row.value)
     cells["measured"] = "" if pd.isna(row.value) else _measured(cells)
     return "| " + " | ".join(str(cells[c]).replace("|", "\\|") for c in MARKDOWN) + " |\n"
 
@@ -216,3 +219,72 @@ def to_markdown(card: pd.DataFrame) -> str:
         f"# Replication scorecard ({scale} scale)\n\n{len(card)} claims: {_counts(card)}.\n\n"
         + "\n".join(sections)
     )
+
+
+VERDICT_COLOURS = {
+    REPLICATED: "#1b9e77",
+    NOT_REPLICATED: "#d95f02",
+    INCONCLUSIVE: "#7570b3",
+    NOT_RUN: "#999999",
+}
+CLIP = 10.0  # the forest plot's axis ends at +-CLIP threshold units; beyond, an arrow
+
+
+def _scaled(check: dict[str, Any], row: Any) -> tuple[float, float, tuple[float, float]]:
+    """A check's reference value, its unit, and its accepted range in units from the reference:
+    x = (value - reference) / unit puts every claim's threshold at 0 (a closeness check: its
+    band around 0; `holds`: yes at +1, no at -1). A threshold of 0 takes the row's own largest
+    magnitude as its unit."""
+    if check["kind"] == "holds":
+        return 0.5, 0.5, (1.0, CLIP)
+    lo, hi = accepted(check)
+    reference = check["value"]
+    finite = [abs(v) for v in (row.value, row.low, row.high) if np.isfinite(v) and v != 0]
+    unit = abs(reference) or ((hi - lo) / 2 if np.isfinite(hi - lo) else max(finite, default=1))
+    return reference, unit, ((lo - reference) / unit, (hi - reference) / unit)
+
+
+def figure(card: pd.DataFrame):
+    """The forest plot of the scorecard: each claim's value and 95 % interval, in units of its
+    threshold (0 = the check's threshold or the paper's value), against the range its check
+    accepts (shaded), coloured by verdict; grouped by paper."""
+    from matplotlib.lines import Line2D
+
+    from . import plotting
+
+    checks = {claim["id"]: claim["check"] for claim in load_claims()}
+    fig, ax = plotting.figure(width=8.5, height=0.22 * len(card) + 1.6)
+    ys, labels = [], []
+    for y, row in enumerate(card.itertuples(index=False)):
+        reference, unit, (lo, hi) = _scaled(checks[row.claim_id], row)
+        ax.fill_between([max(lo, -CLIP), min(hi, CLIP)], y - 0.4, y + 0.4, color="#e8f3ee", lw=0)
+        colour = VERDICT_COLOURS[row.verdict]
+        if row.verdict == NOT_RUN:
+            ax.text(0, y, "not run", color=colour, ha="center", va="center", fontsize=7)
+        else:
+            x, low, high = ((float(v) - reference) / unit for v in (row.value, row.low, row.high))
+            ax.hlines(y, max(low, -CLIP), min(high, CLIP), color=colour, lw=1.6)
+            ax.plot(np.clip(x, -CLIP, CLIP), y, "o", color=colour, ms=4)
+            for end, marker in ((low, "<"), (high, ">")):
+                if abs(end) > CLIP:
+                    ax.plot(np.sign(end) * CLIP, y, marker, color=colour, ms=4)
+        ys.append(y)
+        labels.append(f"{row.claim_id}  [{row.check}]")
+    starts = card.exhibit.str[0].ne(card.exhibit.str[0].shift())
+    for y, prefix in zip(np.flatnonzero(starts), card.exhibit.str[0][starts], strict=True):
+        ax.axhline(y - 0.5, color="black", lw=0.6)
+        ax.text(CLIP, y - 0.3, PAPERS[prefix], ha="right", va="top", fontsize=8, weight="bold")
+    ax.axvline(0, color="black", lw=0.8, ls=":")
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set(xlim=(-CLIP * 1.1, CLIP * 1.1), ylim=(len(card) - 0.5, -0.8))
+    ax.set_yticks(ys, labels, fontsize=7)
+    ax.set_xlabel("(measured - threshold) / |threshold|   (holds: yes = +1, no = -1)")
+    handles = [
+        Line2D([], [], color=colour, marker="o", lw=1.6, label=verdict)
+        for verdict, colour in VERDICT_COLOURS.items()
+    ]
+    handles.append(Line2D([], [], color="#e8f3ee", lw=8, label="accepted by the check"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=5, fontsize=7, frameon=False)
+    scale = card.scale.iloc[0] if len(card) else ""
+    fig.suptitle(f"replication scorecard, {scale} scale: {len(card)} claims\n{_counts(card)}")
+    return fig

@@ -1,5 +1,6 @@
-# scorecard: every claim of the catalogue against its measured value, with a verdict; then the
-# cost of the run, summed from every job's benchmark file.
+# scorecard: every claim of the catalogue against its measured value and interval, with a
+# verdict, as tables and a forest plot; then the cost of the run, summed from every job's
+# benchmark file.
 
 
 rule scorecard:
@@ -10,6 +11,12 @@ rule scorecard:
         csv_prov="results/scorecard.csv.prov.json",
         md="results/scorecard.md",
         md_prov="results/scorecard.md.prov.json",
+        png=report(
+            "figures/scorecard.png",
+            caption="../report/scorecard_figure.rst",
+            category="Scorecard",
+        ),
+        pdf="figures/scorecard.pdf",
     params:
         scale=config["scale"],
         not_run=not_run(PLAN),

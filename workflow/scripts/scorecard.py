@@ -1,8 +1,8 @@
-"""The replication scorecard, as CSV and Markdown, each with a provenance sidecar."""
+"""The replication scorecard, as CSV, Markdown and a forest plot, each with provenance."""
 
 from sinkscope import logs
-from sinkscope.provenance import Recorder, write_with_sidecar
-from sinkscope.scorecard import build_scorecard, to_markdown
+from sinkscope.provenance import Recorder, save_figure, write_with_sidecar
+from sinkscope.scorecard import build_scorecard, figure, to_markdown
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
@@ -11,4 +11,5 @@ card = build_scorecard(list(smk.input), smk.params.scale, smk.params.not_run)
 prov = recorder.record()
 write_with_sidecar(card.to_csv(index=False), smk.output.csv, prov)
 write_with_sidecar(to_markdown(card), smk.output.md, prov)
+save_figure(figure(card), smk.output.png, prov)
 log.info("%s", card.verdict.value_counts().to_dict())
