@@ -4,18 +4,38 @@
     snakemake --cores all --configfile config/paper.yaml     # paper scale (hub models, GPU)
 """
 
+import os
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from sinkscope.config import ConfigError, validate_config
+from sinkscope.config import ConfigError, check_startup, read_yaml, temporary_folders
+from sinkscope.provenance import remove_stale_temporaries
 
-configfile: Path(workflow.basedir) / "config/config.yaml"
+DEFAULT_CONFIG = Path(workflow.basedir) / "config/config.yaml"
+
+
+def stop(error):
+    """A start-up failure: its message alone (with SINKSCOPE_DEBUG=1, Snakemake's traceback)."""
+    if os.environ.get("SINKSCOPE_DEBUG"):
+        raise WorkflowError(str(error)) from error
+    print(f"sinkscope: {error}", file=sys.stderr)
+    sys.exit(1)
+
+
+try:  # the schema, the rules between keys, the corpora: before any job is planned
+    read_yaml(DEFAULT_CONFIG)
+except ConfigError as error:
+    stop(error)
+
+configfile: DEFAULT_CONFIG
 
 try:
-    validate_config(config, Path(workflow.basedir) / "config/schema.yaml")
+    check_startup(config, workflow.basedir, [DEFAULT_CONFIG, *workflow.overwrite_configfiles])
 except ConfigError as error:
-    raise WorkflowError(str(error)) from None
+    stop(error)
+remove_stale_temporaries(temporary_folders(config))  # of jobs that died (live ones hold locks)
 
 report: "workflow/report/workflow.rst"
 

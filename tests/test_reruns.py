@@ -70,6 +70,7 @@ READS = {
         "streaming.pretrain.held_out",
         "streaming.pretrain.arch.context",
         "streaming.pretrain.eval_tokens",
+        "streaming.pretrain.eval_windows",
         "streaming.pretrain.cache",
         "streaming.pretrain.sinks",
         "streaming.pretrain.attention_windows",

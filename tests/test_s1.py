@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from sinkscope.exhibits import s1
+from sinkscope.scorecard import judge, load_claims
+from sinkscope.stats import exact
 
 S1 = {
     "seed": 0,
@@ -36,10 +38,52 @@ def test_stated_numbers():
 def test_claims_name_the_example_and_note_the_numbers():
     found = s1.claims(_tables(), {"scale": "default"})
     assert {m.model for m in found.values()} == {"6 random values (torch.manual_seed)"}
-    assert "77 %" in found["S1.sink_share"].note
+    share = found["S1.sink_share"].value
+    assert f"the sink takes {share:.2f} % of the weight" in found["S1.sink_share"].note
     three = s1.claims(_tables(n_tokens=3, scores=[0.1, 0.0, -0.1]), {"scale": "default"})
     assert three["S1.sink_share"].model == "3 random values (torch.manual_seed)"
-    assert "0.19" in found["S1.norm_with_sink"].note and "0.83" in found["S1.norm_with_sink"].note
+    norms = found["S1.norm_with_sink"].value, found["S1.norm_without_sink"].value
+    assert "output norm {:.4f} with the sink vs {:.4f} without".format(*norms) in (
+        found["S1.norm_with_sink"].note
+    )
+
+
+def crafted(norm_without: float, share: float, norm_with: float) -> pd.DataFrame:
+    """An S1 table with the given output norms and sink weight (percent), two tokens."""
+    rest = (100 - share) / 200
+    rows = [("no sink", "token 0", 0.5, 1.0, norm_without)]
+    rows += [("no sink", "token 1", 0.5, 1.0, norm_without)]
+    rows += [("sink logit", "sink", share / 100, 2 * rest, norm_with)]
+    rows += [("sink logit", f"token {i}", rest, 2 * rest, norm_with) for i in range(2)]
+    columns = ["condition", "key", "weight", "weight_on_tokens", "output_norm"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [((0.8312, 77.2, 0.1904), True), ((0.91, 60.0, 0.35), False)],
+    ids=["as-stated", "off"],
+)
+def test_claims_on_crafted_tables_both_sides(values, expected):
+    """Exact intervals (closed forms of the example), judged by the catalogue's checks."""
+    found = s1.claims({"sink_logit": crafted(*values)}, {"scale": "default"})
+    checks = {c["id"]: c["check"] for c in load_claims()}
+    ids = ["S1.norm_without_sink", "S1.sink_share", "S1.norm_with_sink"]
+    for claim, value in zip(ids, values, strict=True):
+        measured = found[claim]
+        assert measured.value == pytest.approx(value)
+        assert measured.interval == exact(measured.value, 2)
+        assert judge(checks[claim], measured.interval.low, measured.interval.high) is expected
+    assert f"output norm {values[0]:.4f} with the softmax over 2 scores" in (
+        found["S1.norm_without_sink"].note
+    )
+    share = found["S1.sink_share"].note
+    assert (
+        f"{values[1]:.2f} % of the weight, the 2 tokens the other {100 - values[1]:.2f} %" in share
+    )
+    assert f"{values[2]:.4f} with the sink vs {values[0]:.4f} without" in (
+        found["S1.norm_with_sink"].note
+    )
 
 
 def test_same_as_the_snippet_with_the_global_rng():

@@ -247,3 +247,20 @@ def test_not_run_names_the_reason_and_markdown_groups_by_paper(tmp_path):
     assert "## Sink vs diagonal (D)" in markdown
     streaming = card[card.exhibit.str.startswith("S")]
     assert f"{len(streaming)} claims: 1 replicated, 0 not replicated" in markdown
+
+
+def test_a_value_undefined_at_this_scale_is_inconclusive(tmp_path):
+    undefined = Measured(float("nan"), "toy", "no layer beyond the bottom two", stats_none())
+    path = _claims_file(tmp_path, {"S2.initial_tokens_beyond_bottom_two": undefined.record()})
+    row = (
+        build_scorecard([path], "smoke")
+        .set_index("claim_id")
+        .loc["S2.initial_tokens_beyond_bottom_two"]
+    )
+    assert row.verdict == INCONCLUSIVE
+    assert row.note == "no value at this scale. no layer beyond the bottom two"
+
+
+def stats_none():
+    """The interval of a value that could not be computed."""
+    return Interval(float("-inf"), float("inf"), 0, "bootstrap over windows")

@@ -177,6 +177,19 @@ def test_long_stream_runs_in_constant_memory():
     assert len(set(nbytes[15:])) == 1
 
 
+def test_attended_keys_are_the_keys_each_layer_receives():
+    """Per step, the keys handed to the attention of every layer, summed over layers: the
+    cache's tokens in each of them (Gemma's sliding-window layers receive them all and mask)."""
+    model = tiny_gemma()
+    for policy in (Policy("cache", 16, 4), Policy("full")):
+        lm = StreamingLM(model, policy)
+        for token in stream(40).tolist():
+            lm.step(token)
+            assert lm.attended_keys() == 3 * lm.cache_tokens()  # 3 layers
+    with pytest.raises(ValueError, match="re-encodes"):
+        StreamingLM(model, Policy("recompute", 8)).attended_keys()
+
+
 def test_prefill_equals_stepping():
     model = tiny_gemma()
     ids = stream(40)

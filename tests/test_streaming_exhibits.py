@@ -1,10 +1,9 @@
-"""Streaming exhibits: sink-logit attention, pretraining determinism, memory accounting, and the
-tables, claims and figures of S3-S7 and S9 on hand-made measurements."""
+"""Streaming exhibits: memory accounting, and the tables, claims and figures of S3-S5 and S9 on
+hand-made measurements (S6 and S7: test_sink_lm_exhibits.py)."""
 
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -12,63 +11,14 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from sinkscope.exhibits import Measured, s3, s4, s5, s6, s7, s9
+from sinkscope.exhibits import s3, s4, s5, s9
+from sinkscope.scorecard import judge, load_claims
+from sinkscope.stats import exact
 from sinkscope.streaming import Policy
-from sinkscope.streaming.memory import grows, is_constant, measured_cache, stream_cost
-from sinkscope.streaming.pretrain import (
-    build_model,
-    corpus_bytes,
-    load,
-    save,
-    sink_logit_attention,
-    train,
-)
-from sinkscope.streaming.sink_eval import attention_mass, streaming_ppl
+from sinkscope.streaming.memory import loglog_slope, measured_cache, spread, stream_cost
+from sinkscope.streaming.pretrain import build_model
 
 ARCH = {"d_model": 16, "n_layers": 1, "n_heads": 2, "context": 16}
-
-
-def test_sink_logit_attention_known_answer():
-    """S1's numbers through the attention function: a sink logit of 3 takes 77 % of the weight,
-    and a zero sink logit gives softmax + 1: e^s / (1 + sum e^s)."""
-    scores = torch.tensor([0.1, -0.2, 0.0, 0.2, -0.1, 0.0])
-    query = torch.ones(1, 1, 1, 1)
-    keys = scores.view(1, 1, 6, 1)
-    values = torch.randn(1, 1, 6, 4)
-    module = SimpleNamespace(num_key_value_groups=1, training=False, sink_logit=torch.tensor([3.0]))
-    _, weights = sink_logit_attention(module, query, keys, values, None, scaling=1.0)
-    assert f"{100 * (1 - weights.sum()):.0f}" == "77"
-    module.sink_logit = torch.zeros(1)
-    _, weights = sink_logit_attention(module, query, keys, values, None, scaling=1.0)
-    assert torch.allclose(weights.flatten(), scores.exp() / (1 + scores.exp().sum()))
-    module.sink_logit = None
-    _, weights = sink_logit_attention(module, query, keys, values, None, scaling=1.0)
-    assert torch.allclose(weights.flatten(), scores.softmax(-1))
-
-
-def test_sink_logit_at_minus_infinity_is_vanilla():
-    learned = build_model("learned_sink", ARCH, 0).eval()
-    vanilla = build_model("vanilla", ARCH, 0).eval()
-    for layer in learned.model.layers:
-        layer.self_attn.sink_logit.data.fill_(-1e9)
-    ids = torch.tensor([[5, 6, 7, 8]])
-    assert torch.allclose(learned(input_ids=ids).logits, vanilla(input_ids=ids).logits, atol=1e-6)
-
-
-def test_training_is_deterministic_and_checkpoints_round_trip(tmp_path):
-    data, held = corpus_bytes("Emma Woodhouse, handsome, clever, and rich. " * 20, 0.1)
-    assert len(held) > 0 and data.max() < 256
-    seeds = {"init": 0, "data": 0}
-    a, hist_a = train("learned_sink", data, ARCH, 3, 2, 1e-3, seeds)
-    b, hist_b = train("learned_sink", data, ARCH, 3, 2, 1e-3, seeds)
-    assert hist_a == hist_b
-    path = tmp_path / "lm.pt"
-    save(a, "learned_sink", ARCH, path, {"rule": "test"})
-    loaded, variant = load(path)
-    ids = torch.tensor([[1, 2, 3]])
-    assert variant == "learned_sink"
-    assert torch.equal(loaded(input_ids=ids).logits, a(input_ids=ids).logits)
-    assert (tmp_path / "lm.pt.prov.json").exists()
 
 
 def test_memory_accounting_known_answers():
@@ -77,33 +27,27 @@ def test_memory_accounting_known_answers():
     assert sam2.memory_entries.tolist() == [1, 2, 3, 4, 5, 6] + [7] * 14
     assert full.memory_tokens.tolist() == [10 * (s + 1) for s in range(20)]
     assert full.attention_flops.iloc[-1] == 4 * 10 * 200 * 4
-    assert is_constant(sam2.attention_flops, 6) and not is_constant(full.attention_flops, 6)
-    assert grows(full.memory_bytes) and not grows(sam2.memory_bytes.iloc[7:])
-
-
-def test_sink_lm_evaluation_scores_the_same_text_bytes():
-    """The sink-token model reads its sink token first, yet every variant is scored on the same
-    text bytes; the attention mass has one row per layer."""
-    text = torch.arange(40, 80)
-    for variant in ("vanilla", "sink_token"):
-        model = build_model(variant, ARCH, 0).eval()
-        with torch.inference_mode():
-            rows = streaming_ppl(model, variant, text, cache=8, sinks=[0, 2], chunk=16)
-            mass = attention_mass(model, variant, text[:32].view(2, 16))
-        assert [r["condition"] for r in rows] == ["0+8", "2+6"]
-        assert {r["tokens"] for r in rows} == {len(text) - 1}
-        assert [r["layer"] for r in mass] == list(range(ARCH["n_layers"]))
-        assert {r["variant"] for r in mass} == {variant}
+    assert spread(sam2.attention_flops.iloc[6:]) == 1 and spread(full.attention_flops) == 20
+    assert loglog_slope(full.step, full.memory_bytes) == pytest.approx(1)
+    assert loglog_slope(sam2.step.iloc[6:], sam2.memory_bytes.iloc[6:]) == pytest.approx(0)
 
 
 def test_measured_cache_grows_or_stays_bounded():
+    """The bytes of the key and value tensors held and the keys attended, per step: the model
+    has 1 layer, 2 KV heads of 8 dims, float32."""
     model = build_model("vanilla", ARCH, 0).eval()
     ids = torch.arange(1, 13)
     full = measured_cache(model, ids, Policy("full"))
     bounded = measured_cache(model, ids, Policy("cache", 4, 1))
     assert full.cache_tokens.tolist() == list(range(1, 13))
     assert bounded.cache_tokens.tolist() == [1, 2, 3] + [4] * 9
-    assert grows(full.cache_bytes) and is_constant(bounded.cache_bytes, 3)
+    per_token = 2 * 2 * 8 * 4  # keys and values, heads, head dim, bytes
+    assert full.cache_bytes.tolist() == [per_token * t for t in range(1, 13)]
+    assert bounded.cache_bytes.tolist() == [per_token * t for t in [1, 2, 3] + [4] * 9]
+    assert full.attended_keys.tolist() == list(range(1, 13))
+    assert bounded.attended_keys.tolist() == [1, 2, 3] + [4] * 9
+    assert spread(bounded.cache_bytes.iloc[3:]) == 1
+    assert loglog_slope(full.step, full.cache_bytes) == pytest.approx(1)
 
 
 # --- the exhibit functions, as the workflow calls them ----------------------------------------
@@ -151,23 +95,32 @@ def known_nll(model: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return frame, recompute
 
 
+CATALOGUE = {claim["id"]: claim for claim in load_claims()}
+S3_TABLES = {"bin_tokens": 4, "block_tokens": 4, "cache": 8, "newline_sinks": 4}
+
+
+def verdict(claim: str, found) -> bool | None:
+    """The scorecard's judgement of a measured claim (its interval against the check)."""
+    return judge(CATALOGUE[claim]["check"], found.interval.low, found.interval.high)
+
+
 def test_s3_s4_on_known_nll(tmp_path):
     frame, recompute = known_nll("m")
     nll = [written(tmp_path, "cache", frame), written(tmp_path, "recompute", recompute)]
-    tables = read_back(
-        tmp_path, s3.tables({"nll": nll}, {"bin_tokens": 4, "cache": 8, "newline_sinks": 4})
-    )
+    tables = read_back(tmp_path, s3.tables({"nll": nll}, S3_TABLES))
     claims = s3.claims(tables, {"claim_model": "m", "cache": 8, "scale": "test"})
     assert claims["S3.window_collapses"].value == pytest.approx(20)
     assert claims["S3.sinks_match_recomputation"].value == pytest.approx(5 / 4)
     assert claims["S3.newline_sinks"].value == pytest.approx(6 / 5)
-    assert "re-computation scored at 2 positions" in claims["S3.window_collapses"].note
+    note = claims["S3.sinks_match_recomputation"].note
+    assert "PPL 5.00 (4+4) vs 4.00 (recompute 8) on 2 re-computed text positions" in note
     table = tables["ppl"]
     assert table.set_index("condition").loc["4+4", "ppl_at_recompute_positions"] == pytest.approx(5)
     assert tables["curve"].groupby("condition", sort=False).size()["0+8"] == 2  # two 4-token bins
     sinks_frame = pd.concat([frame.replace({"8+0": "7+1"}), recompute], ignore_index=True)
     sinks_tables = s4.tables(
-        {"nll": [written(tmp_path, "sinks", sinks_frame)]}, {"cache": 8, "sinks": [0, 1, 4]}
+        {"nll": [written(tmp_path, "sinks", sinks_frame)]},
+        {"cache": 8, "sinks": [0, 1, 4], "block_tokens": 4},
     )
     sinks = sinks_tables["ppl"]
     assert sinks.tokens.tolist() == [4, 4, 4]  # compared on the positions all scored
@@ -180,7 +133,7 @@ def test_s3_compares_on_the_positions_both_conditions_scored(tmp_path):
     frame, recompute = known_nll("m")
     frame.loc[(frame.condition == "4+4") & (frame.position > 6), "nll"] = math.log(50)
     nll = [written(tmp_path, "nll", pd.concat([frame, recompute], ignore_index=True))]
-    tables = s3.tables({"nll": nll}, {"bin_tokens": 4, "cache": 8, "newline_sinks": 4})
+    tables = s3.tables({"nll": nll}, S3_TABLES)
     claims = s3.claims(read_back(tmp_path, tables), {"claim_model": "m", "cache": 8, "scale": "t"})
     assert claims["S3.newline_sinks"].value == pytest.approx(6 / 5)
     assert claims["S3.sinks_match_recomputation"].value == pytest.approx(5 / 4)
@@ -194,9 +147,7 @@ def test_s3_s4_claims_name_the_other_models_and_figures_wrap(tmp_path):
     for model in models:
         frame, recompute = known_nll(model)
         nll.append(written(tmp_path, model, pd.concat([frame, recompute], ignore_index=True)))
-    tables = read_back(
-        tmp_path, s3.tables({"nll": nll}, {"bin_tokens": 4, "cache": 8, "newline_sinks": 4})
-    )
+    tables = read_back(tmp_path, s3.tables({"nll": nll}, S3_TABLES))
     claims = s3.claims(tables, {"claim_model": "b", "cache": 8, "scale": "t"})
     assert {found.model for found in claims.values()} == {"b"}
     assert "['a', 'c', 'd']" in claims["S3.newline_sinks"].note
@@ -214,112 +165,241 @@ def test_s3_s4_claims_name_the_other_models_and_figures_wrap(tmp_path):
     sinks = read_back(
         tmp_path,
         s4.tables(
-            {"nll": [written(tmp_path, "s4", nll_sinks)]}, {"cache": 16, "sinks": [0, 1, 4, 8]}
+            {"nll": [written(tmp_path, "s4", nll_sinks)]},
+            {"cache": 16, "sinks": [0, 1, 4, 8], "block_tokens": 2},
         ),
     )
     claims = s4.claims(sinks, {"claim_model": "a", "cache": 16, "scale": "t"})
     assert claims["S4.one_sink_recovers"].value == pytest.approx(4)
     assert claims["S4.four_sinks_suffice"].value == pytest.approx(6 / 5)
+    assert claims["S4.window_ratio"].value == pytest.approx(8)
     assert isinstance(s4.figure(sinks, {"scale": "t"}), Figure)
 
 
-def test_s5_speedup_at_the_largest_cache(tmp_path):
-    rows = [
-        {"model": m, "cache": c, "policy": p, "repeat": r, "seconds": s, "device": "cpu"}
-        for m in ("m", "other")
-        for c, recompute in ((8, [0.2, 0.4, 0.3]), (16, [0.8, 0.6, 0.7]))
-        for p, seconds in (("recompute", recompute), ("sinks", [0.1, 0.1, 0.1]))
-        for r, s in enumerate(seconds)
-    ]
-    tables = read_back(
-        tmp_path, s5.tables({"latency": written(tmp_path, "latency", pd.DataFrame(rows))}, {})
+# --- crafted tables on both sides of each check: value, interval, verdict, note -------------
+
+
+def noisy_stream(
+    ratios: dict[str, float], n: int, cache: int, seed: int = 0, noise: float = 0.1
+) -> pd.DataFrame:
+    """Per-token NLLs of one stream: a reference condition `ref` (noisy) and each condition of
+    `ratios` at PPL ratio ~ratio to it after the cache fills (its own noise), the same NLL as
+    `ref` before (the conditions of one stream share the positions before the cache fills)."""
+    rng = np.random.default_rng(seed)
+    position = np.arange(1, n + 1)
+    ref = 3 + rng.normal(0, 1, n)
+    frames = [pd.DataFrame({"condition": "ref", "position": position, "nll": ref})]
+    for condition, ratio in ratios.items():
+        shift = np.where(position >= cache, math.log(ratio) + rng.normal(0, noise, n), 0)
+        frames.append(
+            pd.DataFrame({"condition": condition, "position": position, "nll": ref + shift})
+        )
+    return pd.concat(frames, ignore_index=True).assign(model="m")
+
+
+def direct_ratio(frame: pd.DataFrame, a: str, b: str, positions=None) -> float:
+    """PPL(a) / PPL(b) on the positions both scored, straight from the NLL rows."""
+    x, y = (frame[frame.condition == c].set_index("position").nll for c in (a, b))
+    both = x.index.intersection(y.index)
+    both = both if positions is None else both.intersection(positions)
+    return float(np.exp(x[both].mean()) / np.exp(y[both].mean()))
+
+
+def s3_stream(window: float, recompute: float, newline: float) -> pd.DataFrame:
+    """S3's conditions at cache 8 over 600 positions (re-computation at every 3rd after the
+    cache fills), with the given PPL ratios to the streaming cache 4+4."""
+    frame = noisy_stream({"0+8": window, "nl+4": newline, "recompute 8": 1 / recompute}, 600, 8)
+    frame = frame.replace({"ref": "4+4"})
+    at = frame[(frame.condition == "recompute 8")]
+    keep = (frame.condition != "recompute 8") | frame.position.isin(at.position[8::3])
+    return frame[keep]
+
+
+@pytest.mark.parametrize(
+    ("ratios", "expected"),
+    [((20.0, 1.0, 1.0), True), ((2.0, 1.5, 1.5), False)],
+    ids=["replicated", "not-replicated"],
+)
+def test_s3_claims_on_both_sides_of_their_checks(tmp_path, ratios, expected):
+    frame = s3_stream(*ratios)
+    tables = s3.tables({"nll": [written(tmp_path, "nll", frame)]}, S3_TABLES | {"block_tokens": 16})
+    found = s3.claims(read_back(tmp_path, tables), {"claim_model": "m", "cache": 8, "scale": "t"})
+    at = frame[frame.condition == "recompute 8"].position
+    pairs = {
+        "S3.window_collapses": ("0+8", "4+4", None, "shared"),
+        "S3.sinks_match_recomputation": ("4+4", "recompute 8", at, "re-computed"),
+        "S3.newline_sinks": ("nl+4", "4+4", None, "shared"),
+    }
+    for claim, (a, b, positions, where) in pairs.items():
+        measured = found[claim]
+        assert measured.value == pytest.approx(direct_ratio(frame, a, b, positions))
+        interval = measured.interval
+        assert interval.low <= measured.value <= interval.high
+        assert interval.basis == "bootstrap over blocks of 16 positions"
+        assert verdict(claim, measured) is expected, (claim, measured)
+        x, y = (frame[frame.condition == c].set_index("position").nll for c in (a, b))
+        both = x.index.intersection(y.index if positions is None else positions)
+        ppl_a, ppl_b = np.exp(x[both].mean()), np.exp(y[both].mean())
+        n = len(both)
+        assert f"PPL {ppl_a:.2f} ({a}) vs {ppl_b:.2f} ({b}) on {n} {where}" in measured.note
+
+
+@pytest.mark.parametrize(
+    ("ratios", "expected"),
+    [
+        ((40.0, 2.0, 1.0), {"one_sink_recovers": True, "four_sinks_suffice": True}),
+        ((1.5, 1.0, 1.3), {"one_sink_recovers": False, "four_sinks_suffice": False}),
+        ((1.0, 1.0, 1.0), {"one_sink_recovers": False, "four_sinks_suffice": True}),
+    ],
+    ids=["replicated", "not-replicated", "no-degradation"],
+)
+def test_s4_claims_and_control_on_both_sides(tmp_path, ratios, expected):
+    """PPL ratios to 8 kept tokens of 0, 1 (and 2) and 4 kept tokens: one sink recovers (0 vs 1
+    > 10), four suffice (4 vs 8 <= 1.02), and the control: the window degrades (0 vs 8 > 1.1)."""
+    zero, one, four = ratios
+    ratios = {"0+16": zero, "1+15": one, "2+14": one, "4+12": four}
+    frame = noisy_stream(ratios, 800, 16).replace({"ref": "8+8"})
+    tables = s4.tables(
+        {"nll": [written(tmp_path, "nll", frame)]},
+        {"cache": 16, "sinks": [0, 1, 2, 4, 8], "block_tokens": 16},
     )
-    assert tables["summary"].set_index(["model", "cache"]).speedup["m", 8] == pytest.approx(3)
-    claims = s5.claims(tables, {"models": ["m", "other"], "scale": "t"})
-    assert claims["S5.speedup"] == Measured(
-        pytest.approx(7), "m", "cache 16, cpu device; median of 3"
+    found = s4.claims(read_back(tmp_path, tables), {"claim_model": "m", "cache": 16, "scale": "t"})
+    name = {k: f"{k}+{16 - k}" for k in (0, 1, 4, 8)}
+    for claim, (a, b) in {
+        "S4.one_sink_recovers": (0, 1),
+        "S4.four_sinks_suffice": (4, 8),
+        "S4.window_ratio": (0, 8),
+    }.items():
+        measured = found[claim]
+        assert measured.value == pytest.approx(direct_ratio(frame, name[a], name[b]))
+        assert measured.interval.low <= measured.value <= measured.interval.high
+        assert measured.interval.basis == "bootstrap over blocks of 16 positions"
+        ppl = {k: np.exp(frame[frame.condition == name[k]].nll.mean()) for k in (a, b)}
+        assert f"PPL {ppl[a]:.2f} with {a} vs {ppl[b]:.2f} with {b} initial tokens" in measured.note
+        assert "on 800 text positions" in measured.note
+    for claim, replicated in expected.items():
+        assert verdict(f"S4.{claim}", found[f"S4.{claim}"]) is replicated, claim
+    (control,) = CATALOGUE["S4.one_sink_recovers"]["preconditions"]
+    window = found[control["measure"]]
+    assert judge(control["check"], window.interval.low, window.interval.high) is (zero > 1.1)
+
+
+def latency_rows(caches: list[int], recompute, sinks, seed: int = 0) -> pd.DataFrame:
+    """Timings of 5 repeats per cache and policy: seconds = f(cache) x (1 + 5 % noise)."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        [
+            {"model": m, "cache": c, "policy": p, "repeat": r, "device": "cpu", "seconds": s}
+            for m in ("m", "other")
+            for c in caches
+            for p, cost in (("recompute", recompute), ("sinks", sinks))
+            for r, s in enumerate(cost(c) * (1 + 0.05 * rng.standard_normal(5)))
+        ]
     )
+
+
+@pytest.mark.parametrize(
+    ("recompute", "expected", "slope"),
+    [
+        (lambda c: 1e-3 * c + 1e-6 * c**2, True, 1.0),  # O(C) passes + O(C^2) attention
+        (lambda c: 0.5 + 1e-4 * c, False, 0.0),  # a speedup that hardly grows
+    ],
+    ids=["replicated", "not-replicated"],
+)
+def test_s5_speedup_growth_on_both_sides(tmp_path, recompute, expected, slope):
+    caches = [64, 128, 256, 512]
+    rows = latency_rows(caches, recompute, lambda c: 0.01 + 1e-6 * c)
+    tables = read_back(tmp_path, s5.tables({"latency": written(tmp_path, "latency", rows)}, {}))
+    found = s5.claims(tables, {"models": ["m", "other"], "scale": "t"})["S5.speedup_growth"]
+    summary = tables["summary"].set_index(["model", "cache"]).loc["m"]
+    assert found.value == pytest.approx(
+        np.polyfit(np.log(caches), np.log(summary.speedup.to_numpy()), 1)[0]
+    )
+    assert found.value == pytest.approx(slope, abs=0.25)
+    assert found.interval.low <= found.value <= found.interval.high
+    assert found.interval.basis == "bootstrap over repeats" and found.interval.n == 5
+    assert verdict("S5.speedup_growth", found) is expected
+    best = summary.speedup.idxmax()
+    assert f"largest measured speedup {summary.speedup[best]:.1f}x at cache {best}" in found.note
+    for cache, speedup in summary.speedup.items():
+        assert f"{cache}: {speedup:.1f}x" in found.note
+    assert found.model == "m" and "cpu device" in found.note
     assert isinstance(s5.figure(tables, {"scale": "t"}), Figure)
 
 
-def known_sink_lm_tables(tmp_path) -> dict[str, pd.DataFrame]:
-    table = pd.DataFrame(
-        [
-            {"variant": v, "sinks": k, "condition": f"{k}+{8 - k}", "tokens": 63, "ppl": p}
-            for v, ppls in {
-                "vanilla": [30, 20, 19, 18],
-                "sink_token": [1000, 18, 18, 18],
-                "learned_sink": [18.5, 18.4, 18.3, 18.2],
-            }.items()
-            for k, p in zip([0, 1, 2, 4], ppls, strict=True)
-        ]
-    )
-    attention = pd.DataFrame(
-        {
-            "variant": ["vanilla", "learned_sink"],
-            "layer": [0, 0],
-            "first_token_mass": [0.6, 0.1],
-            "sink_logit_mass": [0, 0.5],
-        }
-    )
-    histories = [
-        written(
-            tmp_path,
-            f"{v}_history",
-            pd.DataFrame({"step": range(3), "loss": [5.0, 4.0, 3.0], "variant": v}),
+def test_s5_needs_two_cache_sizes():
+    rows = latency_rows([64], lambda c: 1.0, lambda c: 0.1)
+    with pytest.raises(ValueError, match="1 measured"):
+        s5.claims({"latency": rows}, {"models": ["m"], "scale": "t"})
+
+
+def measured_frame(bounded, full, steps: int = 80) -> pd.DataFrame:
+    """A measured S9 table: bytes 100 per token held, keys attended 3 per token (3 layers)."""
+    step = np.arange(steps)
+    rows = []
+    for policy, tokens in (("full", full(step)), ("2+6", bounded(step))):
+        rows.append(
+            pd.DataFrame(
+                {
+                    "step": step,
+                    "cache_tokens": tokens,
+                    "cache_bytes": 100 * tokens,
+                    "attended_keys": 3 * tokens,
+                    "policy": policy,
+                }
+            )
         )
-        for v in ("vanilla", "sink_token", "learned_sink")
-    ]
-    inputs = {
-        "ppl": written(tmp_path, "ppl", table),
-        "attention": written(tmp_path, "attention", attention),
-        "histories": histories,
-    }
-    s6_tables = s6.tables({k: inputs[k] for k in ("ppl", "histories")}, {})
-    s7_tables = s7.tables({k: inputs[k] for k in ("ppl", "attention")}, {})
-    return read_back(tmp_path, s6_tables), read_back(tmp_path, s7_tables)
+    return pd.concat(rows, ignore_index=True)
 
 
-def test_s6_s7_on_known_tables(tmp_path):
-    s6_tables, s7_tables = known_sink_lm_tables(tmp_path)
-    settings = {"arch": ARCH, "steps": 3, "cache": 8, "scale": "t"}
-    claims = s6.claims(s6_tables, settings)
-    assert claims["S6.sink_token_one_suffices"].value == pytest.approx(1.0)
-    assert claims["S6.vanilla_needs_several"].value == pytest.approx(20 / 18)
-    assert claims["S6.vanilla_needs_several"].model == f"byte-level Llama {ARCH}, 3 steps"
-    assert "63 held-out bytes" in claims["S6.vanilla_needs_several"].note
-    assert len(s6_tables["history"]) == 9
-    found = s7.claims(s7_tables, settings)
-    assert found["S7.first_token_mass_falls"].value is True
-    assert found["S7.streams_without_sinks"].value == pytest.approx(18.5 / 18.2)
-    assert "learned_sink 0.100, vanilla 0.600" in found["S7.streams_without_sinks"].note
-    assert isinstance(s6.figure(s6_tables, {"scale": "t"}), Figure)
-    assert isinstance(s7.figure(s7_tables, {"scale": "t"}), Figure)
+S9_SETTINGS = {
+    "sam2": {
+        "frames": 12,
+        "tokens_per_frame": 4,
+        "dim": 2,
+        "prompted_frames": 1,
+        "recent_frames": 2,
+    },
+    "tokens": {"steps": 20, "cache": 8, "sinks": 2, "dim": 3},
+}
 
 
-def test_s9_constant_cost(tmp_path):
-    sam2 = {"frames": 12, "tokens_per_frame": 4, "dim": 2, "prompted_frames": 1, "recent_frames": 2}
-    tokens = {"steps": 20, "cache": 8, "sinks": 2, "dim": 3}
-    measured = pd.DataFrame(
-        {
-            "step": list(range(6)) * 2,
-            "cache_tokens": [1, 2, 3, 4, 5, 6] + [1, 2, 3, 3, 3, 3],
-            "cache_bytes": [10, 20, 30, 40, 50, 60] + [10, 20, 30, 30, 30, 30],
-            "policy": ["full"] * 6 + ["1+2"] * 6,
-        }
-    )
+@pytest.mark.parametrize(
+    ("bounded", "full", "expected"),
+    [
+        (lambda s: np.minimum(s + 1, 8), lambda s: s + 1, True),  # a real cache and a dense one
+        (lambda s: s + 1, lambda s: np.minimum(s + 1, 8), False),  # the roles swapped
+    ],
+    ids=["replicated", "not-replicated"],
+)
+def test_s9_claims_on_both_sides(tmp_path, bounded, full, expected):
+    measured = measured_frame(bounded, full)
     inputs = {"measured": written(tmp_path, "measured", measured)}
-    tables = read_back(tmp_path, s9.tables(inputs, {"sam2": sam2, "tokens": tokens}))
+    tables = read_back(tmp_path, s9.tables(inputs, S9_SETTINGS))
     assert tables["cost"].groupby("setting", sort=False).step.nunique().tolist() == [12, 20]
-    settings = {
-        "sam2": sam2,
-        "tokens": tokens,
-        "measured": {"model": "m", "cache": 3},
-        "scale": "t",
-    }
-    found = s9.claims(tables, settings)["S9.constant_cost"]
-    assert found.value is True and found.model == "m"
-    assert "12 video frames and 20 text tokens" in found.note
-    growing = tables | {"measured": measured.assign(cache_bytes=range(12))}
-    assert s9.claims(growing, settings)["S9.constant_cost"].value is False
+    settings = {"measured": {"model": "m", "cache": 8}, "scale": "t"}
+    found = s9.claims(tables, settings)
+    warm = measured[measured.step >= 7]  # the bounded cache holds 8 tokens from step 7 on
+    small, big = warm[warm.policy == "2+6"], warm[warm.policy == "full"]
+    for claim, column in (
+        ("S9.memory_constant", "cache_bytes"),
+        ("S9.attention_constant", "attended_keys"),
+    ):
+        value = small[column].max() / small[column].min()
+        assert found[claim].value == pytest.approx(value)
+        assert found[claim].interval == exact(value, 73)
+        assert verdict(claim, found[claim]) is expected
+        note = found[claim].note
+        assert f"from {small[column].min():.6g} to {small[column].max():.6g}" in note
+        assert f"full cache from {big[column].min():.6g} to {big[column].max():.6g}" in note
+        assert "steps 7-79 (73 steps, tokens 8-80)" in note
+    grows = found["S9.full_cache_grows"]
+    slope = np.polyfit(np.log(big.step + 1), np.log(big.cache_bytes), 1)[0]
+    assert grows.value == pytest.approx(slope)
+    assert grows.value == pytest.approx(1.0 if expected else 0.0, abs=1e-9)
+    assert grows.interval.low == grows.interval.high == grows.value
+    assert verdict("S9.full_cache_grows", grows) is expected
+    assert f"{slope:.3f} (KV cache bytes)" in grows.note
+    assert f"{big.cache_bytes.iloc[-1] / 2**20:.4g} MiB vs 2+6" in grows.note
+    assert {m.model for m in found.values()} == {"m"}
     assert isinstance(s9.figure(tables, {"model": "m", "scale": "t"}), Figure)

@@ -1,15 +1,18 @@
 """The toy exhibits (U1, U2, D2, D4-D6) through their three functions on the smoke recipes, with
-the tables written to parquet and read back between the steps as the workflow does."""
+the tables written to parquet and read back between the steps as the workflow does; and the
+claims of U1, U2, D4 and D5 on crafted tables on both sides of each threshold."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 
-from sinkscope.exhibits import module
+from sinkscope.exhibits import d4, d5, module, u1, u2
 from sinkscope.exhibits.registry import EXHIBITS, Plan
-from sinkscope.scorecard import load_claims
+from sinkscope.scorecard import judge, load_claims
+from sinkscope.stats import Interval
 
 TOYS = ("U1", "U2", "D2", "D4", "D5", "D6")
 
@@ -33,7 +36,234 @@ def test_tables_claims_and_figure(exhibit, smoke_config, tmp_path, one_thread):
     for claim, found in measured.items():
         assert type(found.value) in (float, bool), claim
         assert found.model and found.note, claim
+        assert isinstance(found.interval, Interval), claim
+        if exhibit in ("U1", "U2", "D4", "D5"):
+            assert found.interval.low <= found.value <= found.interval.high, claim
 
     fig = toy.figure(tables, entry.settings(plan, "figure"))
     assert fig.axes and fig.get_suptitle().startswith(exhibit)
     plt.close(fig)
+
+
+# --- crafted tables on both sides of each claim's threshold -------------------------------------
+
+CATALOGUE = {c["id"]: c for c in load_claims()}
+CLAIM_SETTINGS = {"scale": "test"}
+
+
+def _verdict(claim: str, found) -> bool | None:
+    """The scorecard's judgement of a measured interval against the claim's check."""
+    interval = found.interval
+    assert interval.low <= found.value <= interval.high, claim
+    return judge(CATALOGUE[claim]["check"], interval.low, interval.high)
+
+
+def _curve(steps: int = 100, **keys) -> pd.DataFrame:
+    """A training curve whose eval MSE falls by 0.001 per step (slope -1 per 1000 steps)."""
+    step = np.arange(10, steps + 1, 10)
+    return pd.DataFrame({"step": step, "train_loss": 1.0, "eval_loss": 1.0 - 0.001 * step, **keys})
+
+
+def _u1_tables(ratio, nop_mass, damped_mass, mse, peak, n=60):
+    rng = np.random.default_rng(0)
+    n_nop = rng.integers(10, 22, n)
+    n_damped = 32 - n_nop
+    examples = pd.DataFrame(
+        {
+            "example": np.arange(n),
+            **{
+                f"mse {name}": value * (1 + 0.05 * rng.standard_normal(n))
+                for name, value in zip(u1.INTERVENTIONS, mse, strict=True)
+            },
+            "value_ratio": ratio * (1 + 0.05 * rng.standard_normal(n)),
+            "bos_sum_nop": n_nop * (nop_mass + 0.01 * rng.standard_normal(n)),
+            "n_nop": n_nop,
+            "bos_sum_damped": n_damped * (damped_mass + 0.01 * rng.standard_normal(n)),
+            "n_damped": n_damped,
+        }
+    )
+    main = {"gamma": 0.0, "p": 0.5, "lambda": 0.0, "main": True}
+    summary = pd.DataFrame(
+        [
+            {
+                **main,
+                **{f"mse {name}": examples[f"mse {name}"].mean() for name in u1.INTERVENTIONS},
+                "bos_mass_nop": nop_mass,
+                "bos_mass_damped": damped_mass,
+                "self_mass_damped": 0.9,
+                "value_ratio": examples.value_ratio.mean(),
+                "sink_event_share": 0.0,
+                "spectral_peak": peak,
+            }
+        ]
+    )
+    profile = pd.DataFrame(
+        {"kind": "qk singular value", "index": range(3), "value": [peak * 2.0, 2.0, 1.0]}
+    )
+    return {
+        "summary": summary,
+        "curves": _curve(gamma=0.0, p=0.5),
+        "attention": pd.DataFrame(),
+        "profile": profile,
+        "examples": examples,
+    }
+
+
+U1_SETTINGS = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 32}}
+
+
+def test_u1_claims_on_both_sides_of_their_thresholds():
+    paper_like = _u1_tables(0.05, 0.8, 0.1, (0.0187, 0.0187, 0.5, 0.144), 5.0)
+    found = u1.claims(paper_like, U1_SETTINGS)
+    assert set(found) == {c for c in CATALOGUE if c.startswith("U1.")}
+    assert all(_verdict(claim, m) is True for claim, m in found.items())
+    ex = paper_like["examples"]
+    assert found["U1.sink_value_ratio"].value == pytest.approx(ex.value_ratio.mean())
+    assert found["U1.sink_value_ratio"].interval.basis == "bootstrap over sequences"
+    routing = found["U1.nop_routed_to_sink"]
+    nop = ex.bos_sum_nop.sum() / ex.n_nop.sum()
+    damped = ex.bos_sum_damped.sum() / ex.n_damped.sum()
+    assert routing.value == pytest.approx(nop - damped)
+    assert f"{nop:.3f} of their attention on the BOS" in routing.note
+    assert f"damped queries {damped:.3f}" in routing.note
+    peak = found["U1.qk_spectral_peak"]
+    assert (peak.value, peak.interval.low, peak.interval.high) == (5.0, 5.0, 5.0)
+    assert peak.interval.basis == "exact" and "10, 2, 1" in peak.note
+    baseline = found["U1.mse_baseline"]
+    assert baseline.value == pytest.approx(ex["mse baseline"].mean())
+    assert "slope -1 per 1000 steps" in baseline.note
+    ratio = ex["mse donor value"].mean() / ex["mse baseline"].mean()
+    assert f"donor value / baseline MSE = {ratio:.3f}" in found["U1.mse_donor_value"].note
+
+    broken = _u1_tables(0.5, 0.1, 0.6, (0.1, 0.1, 0.05, 0.02), 1.2)
+    found = u1.claims(broken, U1_SETTINGS)
+    assert all(_verdict(claim, m) is False for claim, m in found.items())
+    assert found["U1.nop_routed_to_sink"].interval.high < 0
+    assert found["U1.sink_value_ratio"].interval.low > 0.2
+
+
+def _u2_layers(mse, inflow, srank, ratio, seeds=5):
+    rng = np.random.default_rng(1)
+    rows = []
+    for seed in range(seeds):
+        jitter = 1 + 0.02 * rng.standard_normal(4)
+        hub = [mse, inflow, srank, ratio] * jitter
+        rows.append(
+            dict(zip(["mse", "inflow_jstar", "srank", "value_ratio"], hub, strict=True))
+            | {"layer": 1, "role": "hub", "seed": seed, "update_rel_norm": 0.5}
+        )
+        rows.append(
+            {"mse": hub[0], "inflow_jstar": 0.03, "srank": 2.0, "value_ratio": 1.0, "layer": 0}
+            | {"role": "other", "seed": seed, "update_rel_norm": 0.01}
+        )
+    curves = pd.concat(_curve(seed=seed) for seed in range(seeds))
+    return {"layers": pd.DataFrame(rows), "curves": curves}
+
+
+def test_u2_claims_on_both_sides_of_their_thresholds():
+    settings = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 32, "bias": False}}
+    tables = _u2_layers(0.1397, 0.888, 1.0, 0.9)
+    found = u2.claims(tables, settings)
+    assert set(found) == {c for c in CATALOGUE if c.startswith("U2.")}
+    assert all(_verdict(claim, m) is True for claim, m in found.items())
+    hub = tables["layers"].query("role == 'hub'")
+    inflow = found["U2.hub_inflow"]
+    assert inflow.value == pytest.approx(hub.inflow_jstar.mean())
+    assert inflow.interval.basis == "seeds" and inflow.interval.n == 5
+    assert all(f"{v:.4g}" in inflow.note for v in hub.inflow_jstar)
+    assert "slope -1 per 1000 steps" in found["U2.mse"].note
+
+    found = u2.claims(_u2_layers(0.5, 0.3, 3.0, 0.1), settings)
+    assert all(_verdict(claim, m) is False for claim, m in found.items())
+    one_seed = u2.claims(_u2_layers(0.1397, 0.888, 1.0, 0.9, seeds=1), settings)
+    assert all(_verdict(claim, m) is None for claim, m in one_seed.items())
+
+
+def _switch_runs(bos, ratio, off_on, index, n):
+    runs = pd.DataFrame(
+        {
+            "seed": np.arange(n),
+            "mse": 0.01,
+            "bos_mass_off": bos,
+            "bos_mass_on": 0.0,
+            "self_mass_off": 0.05,
+            "value_ratio": ratio,
+            "update_off_over_on": off_on,
+            "cancellation_index_off": index,
+            "pattern": np.where(np.asarray(bos) >= 0.5, "sink", "other"),
+        }
+    )
+    return {"seeds": runs, "curves": pd.concat(_curve(seed=seed) for seed in range(n))}
+
+
+D4_SETTINGS = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 32}}
+
+
+def test_d4_classifies_each_run_on_both_sides_of_each_threshold():
+    cases = [  # bos mass, value ratio, off / on update, cancellation index -> sink, cancellation
+        ((0.51, 0.19, 0.9, 0.9), (True, False)),
+        ((0.49, 0.19, 0.9, 0.9), (False, False)),
+        ((0.51, 0.21, 0.1, 0.1), (False, False)),
+        ((0.49, 0.5, 0.49, 0.49), (False, True)),
+        ((0.49, 0.5, 0.51, 0.49), (False, False)),
+        ((0.49, 0.5, 0.49, 0.51), (False, False)),
+    ]
+    columns = list(zip(*(case for case, _ in cases), strict=True))
+    runs = d4.classify(_switch_runs(*columns, n=len(cases))["seeds"])
+    expected = [classes for _, classes in cases]
+    assert list(zip(runs.is_sink, runs.is_cancellation, strict=True)) == expected
+
+
+def test_d4_claims_on_both_sides_of_their_thresholds():
+    sinks = _switch_runs(0.95, 0.02, 0.05, 0.3, n=40)
+    found = d4.claims(sinks, D4_SETTINGS)
+    assert set(found) == {c for c in CATALOGUE if c.startswith("D4.")}
+    assert all(_verdict(claim, m) is True for claim, m in found.items())
+    sink = found["D4.hard_switch_is_sink"]
+    assert sink.value == 100.0 and sink.interval.basis == "runs" and sink.interval.n == 40
+    assert sink.interval.low == pytest.approx(100 * 0.025 ** (1 / 40))
+    assert found["D4.switch_by_cancellation"].value == 0.0
+    assert sink.note.startswith("40 runs: 40 sink, 0 cancellation, 0 neither")
+
+    cancelling = _switch_runs(0.1, 0.5, 0.1, 0.2, n=40)
+    found = d4.claims(cancelling, D4_SETTINGS)
+    assert all(_verdict(claim, m) is False for claim, m in found.items())
+    assert found["D4.switch_by_cancellation"].value == 100.0
+    assert "0 sink, 40 cancellation" in found["D4.switch_by_cancellation"].note
+
+    few = d4.claims(_switch_runs(0.95, 0.02, 0.05, 0.3, n=3), D4_SETTINGS)
+    assert all(_verdict(claim, m) is None for claim, m in few.items())
+
+
+def _d5_tables(patterns):
+    n = len(patterns)
+    runs = pd.DataFrame(
+        {
+            "T": np.repeat([16, 64], n // 2),
+            "width": 32,
+            "weight_decay": 0.0,
+            "seed": np.arange(n),
+            "pattern": patterns,
+            "bos_mass_off": np.where(np.array(patterns) == "sink", 0.9, 0.05),
+            "self_mass_off": np.where(np.array(patterns) == "sink", 0.02, 0.9),
+            "value_ratio": 0.5,
+        }
+    )
+    keys = ["T", "width", "weight_decay", "seed"]
+    curves = pd.concat(_curve(**dict(zip(keys, run, strict=True))) for run in runs[keys].values)
+    return {"runs": runs, "curves": curves}
+
+
+def test_d5_claim_on_both_sides_of_its_threshold():
+    settings = {**CLAIM_SETTINGS, "recipe": {}}
+    found = d5.claims(_d5_tables(["sink"] * 18 + ["diagonal"] * 2), settings)
+    measured = found["D5.sinks_preferred"]
+    assert measured.value == 90.0 and measured.interval.n == 20
+    assert _verdict("D5.sinks_preferred", measured) is True
+    assert measured.note.startswith("20 runs: {'sink': 18, 'diagonal': 2}")
+    assert "-1 to -1 per 1000 steps" in measured.note
+
+    found = d5.claims(_d5_tables(["sink"] * 2 + ["diagonal"] * 18), settings)
+    measured = found["D5.sinks_preferred"]
+    assert measured.value == 10.0 and measured.interval.high < 50
+    assert _verdict("D5.sinks_preferred", measured) is False

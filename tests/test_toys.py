@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from sinkscope import metrics
 from sinkscope.exhibits.u1 import intervention
+from sinkscope.toys.analysis import late_change, late_slope
 from sinkscope.toys.model import ToyConfig, build
 from sinkscope.toys.tasks import BroadcastTask, NopTask, SwitchTask
 from sinkscope.toys.train import Seeds, TrainConfig, fit, train
@@ -166,3 +169,14 @@ def test_interventions_on_the_sink():
     expected = torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.5, 0.5]])
     torch.testing.assert_close(a[0, 0], expected)
     assert intervention("baseline") is None
+
+
+def test_late_slope_fits_the_last_fifth_of_training():
+    step = np.arange(0, 1001, 100)
+    loss = np.where(step < 800, 1.0, 1.0 - 0.002 * (step - 800))  # flat, then falls after 80 %
+    curve = pd.DataFrame({"step": step, "eval_loss": loss})
+    first, start, end, slope = late_slope(curve)
+    assert (first, start, end) == (800, 1.0, pytest.approx(0.6))
+    assert slope == pytest.approx(-2.0)  # per 1000 steps
+    assert late_change(curve) == "1 at step 800 -> 0.6 at step 1000, slope -2 per 1000 steps"
+    assert np.isnan(late_slope(curve.iloc[:1])[3])

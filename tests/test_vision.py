@@ -319,6 +319,21 @@ def test_output_norms_and_cls_maps():
     assert list(maps["sample"]) == [0, 1] and (maps.side == 4).all()
     for row in maps.itertuples():
         assert 0 < row.weights.sum() + row.register_mass <= 1 + 1e-6  # the rest: CLS itself
+    patch = table[table.kind == "patch"].sort_values(["sample", "token"])
+    expected = norms.patch_pixel_std(pixels, 16).reshape(-1).numpy()
+    np.testing.assert_allclose(patch.pixel_std, expected)
+    assert table[table.kind != "patch"].pixel_std.isna().all()
+
+
+def test_patch_pixel_std_known_answer():
+    """A 2 x 2 grid of 4-pixel patches: only the top-right one varies, in one channel."""
+    pixels = torch.zeros(1, 3, 8, 8)
+    pixels[0, 1, 0:4, 4:8] = torch.tensor([0.0, 3.0]).repeat(8)[:16].view(4, 4)
+    found = norms.patch_pixel_std(pixels, 4)
+    values = np.r_[np.zeros(32), np.tile([0.0, 3.0], 8)]  # the patch's 3 x 4 x 4 pixels
+    np.testing.assert_allclose(found.numpy(), [[0.0, values.std(), 0.0, 0.0]])
+    with pytest.raises(ValueError, match="square grid"):
+        norms.patch_pixel_std(pixels, 3)
 
 
 def test_token_kinds():

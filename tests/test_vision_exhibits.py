@@ -3,6 +3,8 @@ settings the vision stage's rules receive."""
 
 from __future__ import annotations
 
+import re
+
 import matplotlib.figure
 import numpy as np
 import pandas as pd
@@ -10,6 +12,7 @@ import pytest
 
 from sinkscope.exhibits import Measured, s8, u8, u9
 from sinkscope.exhibits.registry import EXHIBITS, Plan
+from sinkscope.scorecard import judge, load_claims
 from sinkscope.vision import images, params, stage
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see conftest
@@ -39,27 +42,62 @@ def _round_trip(tmp_path, exhibit: str, tables: dict[str, pd.DataFrame]) -> dict
     return read
 
 
+# --- helpers: the catalogue's checks -------------------------------------------------------------
+
+CHECKS = {claim["id"]: claim["check"] for claim in load_claims()}
+CONTROLS = {
+    control["measure"]: control["check"]
+    for claim in load_claims()
+    for control in claim.get("preconditions", [])
+}
+
+
+def verdict(found: dict[str, Measured], claim: str, basis: str) -> bool | None:
+    """The scorecard's judgement of a measured claim or control on its interval, after checking
+    that the interval holds the value and rests on `basis`."""
+    measured = found[claim]
+    interval = measured.interval
+    assert interval.low <= measured.value <= interval.high, claim
+    assert interval.basis == basis, claim
+    return judge(CHECKS.get(claim) or CONTROLS[claim], interval.low, interval.high)
+
+
+def number_after(text: str, label: str) -> float:
+    return float(re.search(rf"{re.escape(label)} (-?[\d.]+)", text).group(1))
+
+
 # --- U8 -------------------------------------------------------------------------------------------
 
+PAPER_LIKE_U8 = {  # variant: (mIoU on procedural, mIoU on voc, top-1)
+    "baseline": (0.20, 0.40, 50.0),
+    "registers": (0.30, 0.45, 50.3),
+    "gate": (0.25, 0.44, 49.8),
+    "gate-registers": (0.35, 0.50, 50.2),
+}
+OPPOSITE_U8 = {  # registers and gate lose on voc, gate-registers is not the best, top-1 spreads
+    "baseline": (0.20, 0.40, 50.0),
+    "registers": (0.30, 0.35, 55.0),
+    "gate": (0.25, 0.30, 47.0),
+    "gate-registers": (0.28, 0.50, 50.2),
+}
 
-def _u8_inputs(tmp_path):
+
+def _u8_inputs(tmp_path, results=PAPER_LIKE_U8, seeds=(0, 1, 2)):
     models = {
         f"vit-{variant}-s{seed}": {"variant": variant, "seed": seed}
         for variant in VARIANTS
-        for seed in (0, 1)
+        for seed in seeds
     }
-    results = {"baseline": (0.2, 50.0), "registers": (0.3, 50.5), "gate": (0.25, 49.8)}
-    results["gate-registers"] = (0.35, 50.2)
     probes, curves = {}, {}
     for model, info in models.items():
-        miou, top1 = results[info["variant"]]
-        noise = (-0.01, 0.01)[info["seed"]]
+        ade, voc, top1 = results[info["variant"]]
+        noise = (-0.004, 0.0, 0.005)[info["seed"]]
         probes[model] = pd.DataFrame(
             {
-                "dataset": ["procedural", "procedural"],
-                "task": ["classification", "segmentation"],
-                "metric": ["top1", "miou"],
-                "value": [top1 + noise, miou + noise],
+                "dataset": ["procedural", "procedural", "voc"],
+                "task": ["classification", "segmentation", "segmentation"],
+                "metric": ["top1", "miou", "miou"],
+                "value": [top1 + 10 * noise, ade + noise, voc - noise],
             }
         )
         curves[model] = pd.DataFrame(
@@ -72,34 +110,62 @@ def _u8_inputs(tmp_path):
     return inputs, {"models": models, "variants": VARIANTS}
 
 
-def test_u8_tables_claims_and_figure(tmp_path):
+def test_u8_tables_figure_and_claims_on_the_papers_side(tmp_path):
     inputs, settings = _u8_inputs(tmp_path)
     tables = _round_trip(tmp_path, "U8", u8.tables(inputs, settings))
     assert set(tables["probes"].model) == set(settings["models"])
     assert tables["curves"].query("model == 'vit-gate-s1'").variant.unique().tolist() == ["gate"]
-    seg = tables["table"][tables["table"].task == "segmentation"].set_index("variant")
+    seg = tables["table"][tables["table"].task == "segmentation"]
+    seg = seg[seg.dataset == "procedural"].set_index("variant")
     assert list(seg.index) == VARIANTS
-    assert seg.loc["registers", "mean"] == pytest.approx(0.3)
-    assert seg.loc["registers", "std"] == pytest.approx(np.std([-0.01, 0.01], ddof=1))
-    assert seg.loc["registers", "n_seeds"] == 2 and np.isnan(seg.loc["registers", "paper"])
+    assert seg.loc["registers", "mean"] == pytest.approx(0.30 + 0.001 / 3)
+    assert seg.loc["registers", "std"] == pytest.approx(np.std([-0.004, 0.0, 0.005], ddof=1))
+    assert seg.loc["registers", "n_seeds"] == 3 and np.isnan(seg.loc["registers", "paper"])
     assert seg.loc["registers", "paper_voc_miou"] == 0.499  # shown beside, never measured
 
     claims = u8.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
     assert all(isinstance(m, Measured) and m.model == TRAINED_LABEL for m in claims.values())
-    assert claims["U8.registers_improve_segmentation"].value is True
-    assert claims["U8.gate_improves_segmentation"].value is True
-    assert claims["U8.gate_registers_best"].value is True
-    assert claims["U8.classification_unchanged"].value == pytest.approx(0.7)
-    assert (
-        "procedural: 0.300 +- 0.014 vs baseline 0.200"
-        in claims["U8.registers_improve_segmentation"].note
-    )
-    assert claims["U8.gate_registers_best"].note == "best mIoU: procedural gate-registers (0.350)"
+    registers = claims["U8.registers_improve_segmentation"]
+    assert registers.value == pytest.approx(0.05)  # the smaller gain: voc
+    assert registers.interval.n == 3
+    assert claims["U8.gate_improves_segmentation"].value == pytest.approx(0.04)
+    assert claims["U8.gate_registers_best"].value == pytest.approx(0.05)  # over registers
+    assert claims["U8.classification_unchanged"].value == pytest.approx(0.5)
+    for claim in claims:
+        assert verdict(claims, claim, "seeds") is True, claim
+    assert "voc: registers 0.450 +- 0.005, baseline 0.400 +- 0.005" in registers.note
+    assert number_after(registers.note, "smallest gain") == pytest.approx(registers.value)
+    best = claims["U8.gate_registers_best"]
+    assert number_after(best.note, "smallest margin of gate-registers") == pytest.approx(best.value)
+    top1 = claims["U8.classification_unchanged"].note
+    assert number_after(top1, "max - min") == pytest.approx(0.5)
+    assert number_after(top1, "registers") == pytest.approx(50.3 + 10 * 0.001 / 3, abs=0.01)
 
     fig = u8.figure(tables, {"scale": "default"})
     assert isinstance(fig, matplotlib.figure.Figure)
-    assert len([ax for ax in fig.axes if ax.get_visible()]) == 4  # 2 probes + 2 training logs
+    assert len([ax for ax in fig.axes if ax.get_visible()]) == 5  # 3 probes + 2 training logs
     assert len({ax.get_subplotspec().rowspan.start for ax in fig.axes}) == 2  # at most 3 a row
+
+
+def test_u8_claims_on_the_other_side(tmp_path):
+    inputs, settings = _u8_inputs(tmp_path, OPPOSITE_U8)
+    tables = _round_trip(tmp_path, "U8", u8.tables(inputs, settings))
+    claims = u8.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
+    assert claims["U8.registers_improve_segmentation"].value == pytest.approx(-0.05)
+    assert claims["U8.gate_improves_segmentation"].value == pytest.approx(-0.10)
+    assert claims["U8.gate_registers_best"].value == pytest.approx(-0.02)  # registers on procedural
+    assert claims["U8.classification_unchanged"].value == pytest.approx(8.0)
+    for claim in claims:
+        assert verdict(claims, claim, "seeds") is False, claim
+
+
+def test_u8_one_seed_gives_no_interval(tmp_path):
+    inputs, settings = _u8_inputs(tmp_path, seeds=(0,))
+    tables = _round_trip(tmp_path, "U8", u8.tables(inputs, settings))
+    claims = u8.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
+    for claim in claims:
+        assert verdict(claims, claim, "seeds") is None, claim
+    assert "+-" not in claims["U8.registers_improve_segmentation"].note.split("seed(s), ")[1]
 
 
 def test_u8_reads_one_table_per_model(tmp_path):
@@ -110,70 +176,160 @@ def test_u8_reads_one_table_per_model(tmp_path):
 
 # --- U9 -------------------------------------------------------------------------------------------
 
-
-def _heads(sinks, ratios, sranks):
-    """A heads table with one relaxed event per row, at layer 1, over two images."""
-    n = len(sinks)
-    return pd.DataFrame(
-        {
-            "sample": np.arange(n) % 2,
-            "layer": 1,
-            "head": np.arange(n),
-            "sink": sinks,
-            "event_relaxed": True,
-            "ratio_out": ratios,
-            "srank": sranks,
-        }
-    )
+NOP, BROADCAST, OTHER = (0.1, 2.0), (0.9, 1.1), (0.3, 2.0)  # (ratio_out, srank) of each class
 
 
-def test_u9_tables_claims_and_figure(tmp_path):
-    models = {
-        "vit-baseline-s0": {"variant": "baseline", "seed": 0, "registers": 0},
-        "vit-registers-s0": {"variant": "registers", "seed": 0, "registers": 2},
-        "vit-gate-s0": {"variant": "gate", "seed": 0, "registers": 0},
+def _heads(per_image: list[list[tuple[int, tuple[float, float]]]]) -> pd.DataFrame:
+    """A heads table at layer 1: per image, one row per (sink position, class) event, and a row
+    without an event, so that every image is counted."""
+    rows = []
+    for sample, found in enumerate(per_image):
+        rows.append((sample, 0, 0, False, 1.0, 1.0))
+        for head, (sink, (ratio, srank)) in enumerate(found, start=1):
+            rows.append((sample, head, sink, True, ratio, srank))
+    columns = ["sample", "head", "sink", "event_relaxed", "ratio_out", "srank"]
+    return pd.DataFrame(rows, columns=columns).assign(layer=1)
+
+
+def _u9_models(seeds):
+    registers = {"baseline": 0, "registers": 2, "gate": 0}
+    return {
+        f"vit-{v}-s{seed}": {"variant": v, "seed": seed, "registers": r}
+        for v, r in registers.items()
+        for seed in seeds
     }
-    heads = {
-        "vit-baseline-s0": _heads([0, 0, 5, 0], [0.1, 0.1, 0.9, 0.3], [2.0, 2.0, 1.2, 2.0]),
-        "vit-registers-s0": _heads([1, 2, 5], [0.9, 0.9, 0.9], [1.1, 1.1, 1.1]),
-        "vit-gate-s0": _heads([0, 5], [0.1, 0.9], [2.0, 1.2]),
-    }
+
+
+def _u9_heads(models, paper_like: bool, n_images: int = 8):
+    """Baseline: NOP and Broadcast events on CLS and patches. Gate (paper-like): hardly any NOP
+    event; registers (paper-like): Broadcast events on a register."""
+    heads = {}
+    for model, info in models.items():
+        per_image = []
+        for sample in range(n_images):
+            wobble = (sample + info["seed"]) % 3  # 0, 1, 2: varies over images and seeds
+            if info["variant"] == "baseline":
+                found = [(0, NOP)] * (1 + wobble % 2) + [(5, BROADCAST)] * (wobble == 0)
+            elif info["variant"] == "gate":
+                nop = (wobble == 0) if paper_like else 2 + wobble
+                found = [(0, NOP)] * nop + [(5, OTHER)]
+            else:  # mostly on register 1 (paper-like) or a patch, sometimes on CLS or register 2
+                main, extra = (1, 0) if paper_like else (5, 2)
+                found = [(main, BROADCAST)] * (1 + wobble % 2) + [(extra, BROADCAST)] * (
+                    wobble == 2
+                )
+            per_image.append(found)
+        heads[model] = _heads(per_image)
+    return heads
+
+
+def _u9_tables(tmp_path, seeds, paper_like):
+    models = _u9_models(seeds)
     settings = {"models": models, "variants": VARIANTS[:3], "first_counted_layer": 1}
-    found = u9.tables({"heads": _write(tmp_path, "heads", heads)}, settings)
-    tables = _round_trip(tmp_path, "U9", found)
-    mean = tables["table"].set_index(["variant", "sink_class", "location"])["mean"]
-    assert mean[("baseline", "NOP", "cls")] == 1.0  # 2 NOP events on CLS over 2 images
-    assert mean[("baseline", "Broadcast", "patch")] == 0.5
-    assert mean[("baseline", "other", "all")] == 0.5
-    assert mean[("registers", "Broadcast", "register")] == 1.0
-    events = tables["events"]
-    assert events.query("variant == 'registers'").registers.unique().tolist() == [2]
+    heads = _write(tmp_path, "heads", _u9_heads(models, paper_like))
+    return _round_trip(tmp_path, "U9", u9.tables({"heads": heads}, settings))
 
+
+@pytest.mark.parametrize(
+    ("seeds", "basis"), [((0, 1, 2), "seeds"), ((0,), "bootstrap over images")]
+)
+def test_u9_tables_figure_and_claims_on_the_papers_side(tmp_path, seeds, basis):
+    tables = _u9_tables(tmp_path, seeds, paper_like=True)
+    images = tables["images"].set_index(["model", "sample"])
+    assert images.loc[("vit-baseline-s0", 0), "NOP_cls"] == 1
+    assert images.loc[("vit-baseline-s0", 0), "Broadcast_patch"] == 1
+    assert images.loc[("vit-registers-s0", 2), "Broadcast"] == 2
+    mean = tables["table"].set_index(["variant", "sink_class", "location"])["mean"]
+    assert mean[("registers", "Broadcast", "register")] == pytest.approx(
+        tables["images"]
+        .query("variant == 'registers'")
+        .groupby("seed")
+        .Broadcast_register.mean()
+        .mean()
+    )
     claims = u9.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
     assert {m.model for m in claims.values()} == {TRAINED_LABEL}
-    assert claims["U9.gate_removes_nop"].value is True  # 0.5 < 1.0
-    assert claims["U9.registers_take_broadcast"].value is True  # 2 of 3 on registers
-    assert claims["U9.baseline_nop_per_image"].value == 1.0
-    assert claims["U9.baseline_broadcast_per_image"].value == 0.5
-    assert (
-        claims["U9.gate_removes_nop"].note == "NOP events per image: gate 0.500 vs baseline 1.000"
+    baseline = tables["images"].query("variant == 'baseline'").groupby("seed")
+    assert claims["U9.baseline_nop_per_image"].value == pytest.approx(baseline.NOP.mean().mean())
+    assert claims["U9.baseline_broadcast_per_image"].value == pytest.approx(
+        baseline.Broadcast.mean().mean()
     )
-    assert claims["U9.registers_take_broadcast"].note.startswith("2 of 3 Broadcast events")
-    assert claims["U9.registers_take_broadcast"].note.endswith("(67 %)")
+    gate = tables["images"].query("variant == 'gate'").groupby("seed").NOP.mean().mean()
+    nop = claims["U9.gate_removes_nop"]
+    assert nop.value == pytest.approx(gate - baseline.NOP.mean().mean())
+    assert verdict(claims, "U9.gate_removes_nop", basis) is True
+    assert verdict(claims, "U9.registers_take_broadcast", basis) is True
+    assert verdict(claims, "U9.baseline_nop_per_image", basis) is not None
+    for control in ("U9.baseline_nop_per_image", "U9.baseline_broadcast_per_image"):
+        interval = claims[control].interval
+        assert judge(CONTROLS[control], interval.low, interval.high) is True
+    assert number_after(nop.note, "difference") == pytest.approx(nop.value, abs=1e-3)
+    assert number_after(nop.note, "gate") == pytest.approx(gate, abs=1e-3)
+    share = claims["U9.registers_take_broadcast"]
+    assert share.value > 0.5 and f"({100 * share.value:.0f} %" in share.note
+    on, total = re.match(r"(\d+) of (\d+) Broadcast", share.note).groups()
+    registers = tables["images"].query("variant == 'registers'")
+    assert (int(on), int(total)) == (registers.Broadcast_register.sum(), registers.Broadcast.sum())
+    note = claims["U9.baseline_nop_per_image"].note
+    assert number_after(note, "NOP") == pytest.approx(
+        claims["U9.baseline_nop_per_image"].value, abs=1e-3
+    )
 
     fig = u9.figure(tables, {"scale": "default"})
     assert [ax.get_title() for ax in fig.axes] == u9.CLASSES
 
 
+@pytest.mark.parametrize(
+    ("seeds", "basis"), [((0, 1, 2), "seeds"), ((0,), "bootstrap over images")]
+)
+def test_u9_claims_on_the_other_side(tmp_path, seeds, basis):
+    tables = _u9_tables(tmp_path, seeds, paper_like=False)
+    claims = u9.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
+    assert claims["U9.gate_removes_nop"].value > 0
+    assert claims["U9.registers_take_broadcast"].value < 0.3  # the few events at position 2
+    assert verdict(claims, "U9.gate_removes_nop", basis) is False
+    assert verdict(claims, "U9.registers_take_broadcast", basis) is False
+
+
+def test_u9_without_broadcast_events_on_the_register_variant(tmp_path):
+    models = _u9_models((0,))
+    heads = _u9_heads(models, paper_like=True)
+    heads["vit-registers-s0"] = _heads([[(0, NOP)], []])
+    settings = {"models": models, "variants": VARIANTS[:3], "first_counted_layer": 1}
+    found = u9.tables({"heads": _write(tmp_path, "heads", heads)}, settings)
+    claims = u9.claims(_round_trip(tmp_path, "U9", found), {"claim_model": "m", "scale": "t"})
+    share = claims["U9.registers_take_broadcast"]
+    assert np.isnan(share.value) and share.interval.n == 0
+    assert share.note == "0 of 0 Broadcast events of the register variant sit on registers"
+
+
 # --- S8 -------------------------------------------------------------------------------------------
 
 
-def _norms(outliers: int, registers: int, rng) -> pd.DataFrame:
-    """CLS, registers and 99 patch tokens of one image, `outliers` of the patches at norm 100."""
-    patch = rng.uniform(9, 11, 99 - outliers)
-    norm = np.r_[10.0, np.full(registers, 50.0), np.full(outliers, 100.0), patch]
-    kind = ["cls"] + ["register"] * registers + ["patch"] * 99
-    return pd.DataFrame({"sample": 0, "token": np.arange(len(norm)), "kind": kind, "norm": norm})
+def _norms(n_images: int, outliers, registers: int, outlier_std: float) -> pd.DataFrame:
+    """CLS, registers and 99 patch tokens per image; `outliers(sample)` of the patches at norm
+    100 with pixel std `outlier_std`, the others at norm ~10 with pixel std in [0.5, 1]."""
+    rng = np.random.default_rng(registers)
+    frames = []
+    for sample in range(n_images):
+        k = outliers(sample)
+        norm = np.r_[10.0, np.full(registers, 50.0), np.full(k, 100.0), rng.uniform(9, 11, 99 - k)]
+        std = np.r_[
+            np.full(1 + registers, np.nan), np.full(k, outlier_std), rng.uniform(0.5, 1, 99 - k)
+        ]
+        kind = ["cls"] + ["register"] * registers + ["patch"] * 99
+        frames.append(
+            pd.DataFrame(
+                {
+                    "sample": sample,
+                    "token": np.arange(len(norm)),
+                    "kind": kind,
+                    "norm": norm,
+                    "pixel_std": std,
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
 
 
 def _map(registers: int) -> pd.DataFrame:
@@ -189,51 +345,90 @@ def _map(registers: int) -> pd.DataFrame:
     )
 
 
-def test_s8_tables_claims_and_figure(tmp_path):
-    rng = np.random.default_rng(0)
-    models = {
-        "m-a": {"pair": "a / b", "role": "without", "seed": 0},
-        "m-b": {"pair": "a / b", "role": "with", "seed": 0},
-        "m-c": {"pair": "c / d", "role": "without", "seed": 0},
-        "m-d": {"pair": "c / d", "role": "with", "seed": 0},
-    }
-    outliers = {"m-a": 5, "m-b": 0, "m-c": 2, "m-d": 2}
-    registers = {"m-a": 0, "m-b": 2, "m-c": 0, "m-d": 2}
+S8_MODELS = {
+    f"m-{name}-s{seed}": {"pair": pair, "role": role, "seed": seed}
+    for pair, roles in (("a / b", ("a", "b")), ("c / d", ("c", "d")))
+    for role, name in zip(("without", "with"), roles, strict=True)
+    for seed in (0, 1)
+}
+
+
+def _s8_tables(tmp_path):
+    """Pair a / b as in the paper: 1-3 outliers per image on flat patches without registers,
+    none with. Pair c / d the other way: as many outliers with registers, on busy patches,
+    10-12 % of the patches."""
+
+    def outliers(model):
+        name = model.split("-")[1]
+        return {
+            "a": lambda s: 1 + s % 3,
+            "b": lambda s: 0,
+            "c": lambda s: 10 + s % 3,
+            "d": lambda s: 10 + s % 3,
+        }[name]
+
+    registers = {m: 2 * (info["role"] == "with") for m, info in S8_MODELS.items()}
+    flat = {m: 0.01 if m.startswith("m-a") else 2.0 for m in S8_MODELS}
+    norms = {m: _norms(8, outliers(m), registers[m], flat[m]) for m in S8_MODELS}
     inputs = {
-        "norms": _write(
-            tmp_path, "norms", {m: _norms(outliers[m], registers[m], rng) for m in models}
-        ),
-        "maps": _write(tmp_path, "maps", {m: _map(registers[m]) for m in models}),
+        "norms": _write(tmp_path, "norms", norms),
+        "maps": _write(tmp_path, "maps", {m: _map(registers[m]) for m in S8_MODELS}),
     }
-    settings = {"models": models, "outlier": {"kind": "relative", "value": 3.0}, "bins": 10}
-    tables = _round_trip(tmp_path, "S8", s8.tables(inputs, settings))
+    settings = {"models": S8_MODELS, "outlier": {"kind": "relative", "value": 3.0}, "bins": 10}
+    return _round_trip(tmp_path, "S8", s8.tables(inputs, settings))
+
+
+def test_s8_tables_figure_and_claims_on_the_papers_side(tmp_path):
+    tables = _s8_tables(tmp_path)
     shares = tables["shares"].set_index("model")
-    assert shares.outlier_share.tolist() == pytest.approx([100 * n / 99 for n in outliers.values()])
-    assert np.isnan(shares.loc["m-a", "register_outlier_share"])
-    assert shares.loc["m-b", "register_outlier_share"] == 100.0  # 50 > 3 x median of ~10
-    assert tables["histogram"].groupby("model", sort=False)["count"].sum().tolist() == [
-        100,
-        102,
-        100,
-        102,
+    assert shares.loc["m-a-s0", "outlier_share"] == pytest.approx(100 * 15 / (8 * 99))
+    assert shares.loc["m-b-s0", "register_outlier_share"] == 100.0  # 50 > 3 x median of ~10
+    assert np.isnan(shares.loc["m-a-s0", "register_outlier_share"])
+    images = tables["images"].set_index(["model", "sample"])
+    assert images.loc[("m-a-s0", 2), "outliers"] == 3
+    assert images.loc[("m-a-s0", 2), "lower_std"] == 1.0
+    assert np.isnan(images.loc[("m-b-s0", 2), "lower_std"])
+    assert images.loc[("m-c-s0", 0), "lower_std"] == 0.0
+    assert tables["histogram"].groupby("model", sort=False)["count"].sum().iloc[:2].tolist() == [
+        800,
+        800,
     ]
-    assert tables["maps"].role.tolist() == ["without", "with"] * 2
+    assert (
+        tables["maps"].role.tolist()
+        == ["without"] * 2 + ["with"] * 2 + ["without"] * 2 + ["with"] * 2
+    )
 
     claims = s8.claims(tables, {"claim_model": "a / b", "scale": "default"})
-    assert claims["S8.outlier_share"] == Measured(
-        pytest.approx(100 * 5 / 99),
-        "a / b",
-        "a / b, mean of 1 seed(s): 5.05 % of patch tokens above the threshold without "
-        "registers, 0.00 % with",
-    )
-    assert claims["S8.registers_remove_outliers"].value is True
-    other = s8.claims(tables, {"claim_model": "c / d", "scale": "default"})
-    assert other["S8.registers_remove_outliers"].value is False  # as many with as without
+    share = claims["S8.outlier_share"]
+    assert share.value == pytest.approx(100 * 15 / (8 * 99))
+    assert claims["S8.registers_remove_outliers"].value == 0.0
+    assert claims["S8.outliers_low_information"].value == 1.0
+    for claim in claims:
+        assert verdict(claims, claim, "bootstrap over images") is True, claim
+        assert claims[claim].interval.n == 8
+    assert number_after(share.note, "images:") == pytest.approx(share.value, abs=0.005)
+    assert "2 seed(s), 8 images" in share.note
+    low = claims["S8.outliers_low_information"].note
+    assert number_after(low, "mean over 8 images:") == 1.0
+    assert number_after(low, "mean pixel std of outlier patches") == 0.01
+    assert low.startswith("a / b, 2 seed(s): 8 of 8 images have outlier patches")
 
     fig = s8.figure(tables, {"scale": "default"})
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles[:3] == ["a / b", "c / d", "high-norm outliers"]
     assert "image 0" in titles
+
+
+def test_s8_claims_on_the_other_side(tmp_path):
+    tables = _s8_tables(tmp_path)
+    claims = s8.claims(tables, {"claim_model": "c / d", "scale": "default"})
+    assert claims["S8.outlier_share"].value == pytest.approx(100 * 11 / 99, abs=0.2)
+    assert claims["S8.registers_remove_outliers"].value == pytest.approx(1.0)
+    assert claims["S8.outliers_low_information"].value == 0.0
+    for claim in claims:
+        assert verdict(claims, claim, "bootstrap over images") is False, claim
+    ratio = claims["S8.registers_remove_outliers"].note
+    assert number_after(ratio, "(ratio") == pytest.approx(1.0)
 
 
 # --- the registry's settings and the rules' params ----------------------------------------------
@@ -299,3 +494,19 @@ def test_training_and_probing_on_the_rule_params_match_the_full_settings(smoke_c
         for chosen, encoder in ((settings, full), (params.probing(settings), narrow))
     ]
     pd.testing.assert_frame_equal(*probed)
+
+
+def test_s8_without_outliers_measures_no_ratio(tmp_path):
+    tables = _s8_tables(tmp_path)
+    images = tables["images"]
+    without = images.pair.eq("a / b") & images.role.eq("without")
+    images.loc[without, ["outliers", "outlier_share"]] = 0
+    images.loc[without, ["lower_std", "outlier_pixel_std"]] = np.nan
+    claims = s8.claims(tables | {"images": images}, {"claim_model": "a / b", "scale": "t"})
+    assert claims["S8.outlier_share"].value == 0
+    control = claims["S8.outlier_share"].interval  # the control of the other two claims fails
+    assert judge(CONTROLS["S8.outlier_share"], control.low, control.high) is False
+    for claim in ("S8.registers_remove_outliers", "S8.outliers_low_information"):
+        assert np.isnan(claims[claim].value)
+        assert (claims[claim].interval.low, claims[claim].interval.high) == (-np.inf, np.inf)
+    assert "0 of 8 images have outlier patches" in claims["S8.outliers_low_information"].note

@@ -1,12 +1,32 @@
-"""`sinkscope audit FILE`: the chain from an output back through its inputs to models and code."""
+"""`sinkscope audit FILE`: the chain from an output back through its inputs to models and code,
+checked, ending with one verdict.
+
+For each file with a provenance record the audit
+- recomputes the hash of its content and compares it with the one its record holds;
+- re-hashes each input and compares it with the hash recorded when the file was made
+  (recursing into inputs that carry a record of their own);
+- re-hashes the files of each model cache against its manifest, and compares the manifest's
+  weights with those the record names;
+- compares the package modules (and workflow script) that ran with those that would run now.
+Verdict: `modified: FILE` when a file's content no longer matches its own record (or a model
+file its manifest), else `stale: ...` when an input, a model or the code changed since,
+else `unverified: ...` when a record holds no content hash (written by an older version),
+else `verified`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import provenance
+from .errors import UserError
+
+VERIFIED, STALE, MODIFIED, UNVERIFIED = "verified", "stale", "modified", "unverified"
+_SEVERITY = {MODIFIED: 3, STALE: 2, UNVERIFIED: 1}
 
 
 def _short(digest: str | None) -> str:
@@ -24,9 +44,9 @@ def _model_lines(manifest: dict[str, Any], pad: str) -> list[str]:
     pin = json.dumps(manifest.get("pin"), default=str)
     weights = ", ".join(f"{k} {_short(v)}" for k, v in manifest.get("weights_sha256", {}).items())
     return [
-        f"{pad}model {manifest['name']}: {manifest['architecture']}, "
-        f"{manifest.get('parameters', 0):,} parameters, {manifest.get('dtype')}",
-        f"{pad}  source {manifest['source']}, pin {pin}",
+        f"{pad}model {manifest.get('name')}: {manifest.get('architecture')}, "
+        f"{manifest.get('parameters') or 0:,} parameters, {manifest.get('dtype')}",
+        f"{pad}  source {manifest.get('source')}, pin {pin}",
         f"{pad}  weights {weights}",
     ]
 
@@ -45,28 +65,139 @@ def _record_lines(prov: dict[str, Any], pad: str) -> list[str]:
     ]
 
 
-def audit(path: str | Path, _pad: str = "", _seen: set[Path] | None = None) -> list[str]:
-    """Lines describing how `path` was made, recursing into every input that carries provenance."""
-    seen = set() if _seen is None else _seen
-    path = Path(path)
-    prov = provenance.read(path)
-    if prov is None:
-        return [f"{_pad}(no provenance recorded)"]
-    lines = _record_lines(prov, _pad)
-    if path.name == "manifest.json":
-        lines += _model_lines(json.loads(path.read_text()), _pad)
-    for model in prov.get("models", []):
-        lines.append(f"{_pad}uses model {model.get('name')} (pin {json.dumps(model.get('pin'))})")
-    for item in prov.get("inputs", []):
-        source = _resolve(item["path"], prov.get("workdir"))
-        if not source.exists():
-            status = "MISSING now"
-        elif item["sha256"] == provenance.sha256_path(source):
-            status = "unchanged"
+def _code_changes(code: dict[str, Any]) -> list[str]:
+    """The modules (and script) of a record whose source differs now."""
+    changed = []
+    for name, digest in (code.get("modules") or {}).items():
+        path = provenance.module_file(name)
+        if path is None:
+            changed.append(f"{name} (removed)")
+        elif provenance.sha256_file(path)[:16] != digest:
+            changed.append(str(path))
+    script = code.get("script") or {}
+    if script.get("path"):
+        path = Path(script["path"])
+        if not path.is_file():
+            changed.append(f"{path} (removed)")
+        elif provenance.sha256_file(path)[:16] != script.get("sha256"):
+            changed.append(str(path))
+    return changed
+
+
+@dataclass
+class _Audit:
+    findings: list[tuple[str, str]] = field(default_factory=list)  # (kind, reason)
+    seen: set[Path] = field(default_factory=set)
+    caches: dict[Path, str | None] = field(default_factory=dict)  # cache folder -> problem
+
+    def note(self, kind: str, reason: str) -> None:
+        self.findings.append((kind, reason))
+
+    def verdict(self) -> str:
+        if not self.findings:
+            return VERIFIED
+        worst = max(_SEVERITY[kind] for kind, _ in self.findings)
+        chosen = [reason for kind, reason in self.findings if _SEVERITY[kind] == worst]
+        kind = next(k for k, s in _SEVERITY.items() if s == worst)
+        more = f" (and {len(self.findings) - 1} more above)" if len(self.findings) > 1 else ""
+        return f"{kind}: {chosen[0]}{more}"
+
+    def cache(self, cache_dir: Path, pad: str) -> list[str]:
+        """Re-hash a model cache against its manifest (once per audit)."""
+        from .models.cache import CorruptCache, verify_cache
+
+        key = cache_dir.resolve()
+        if key not in self.caches:
+            try:
+                verify_cache(cache_dir, full=True)
+                self.caches[key] = None
+            except CorruptCache as error:
+                self.caches[key] = str(error).splitlines()[0]
+                self.note(MODIFIED, self.caches[key])
+        problem = self.caches[key]
+        return [f"{pad}model files of {cache_dir}: " + (problem or "match the manifest")]
+
+    def file(self, path: Path, pad: str, top: bool = False) -> list[str]:
+        try:
+            prov = provenance.read(path)
+            recorded, actual = provenance.content_check(path) if prov else (None, None)
+        except UserError as error:
+            if top:
+                raise
+            self.note(MODIFIED, f"{path} is unreadable")
+            return [f"{pad}{error}"]
+        if prov is None:
+            if top:
+                raise UserError(
+                    f"{path} carries no provenance record: it was not written by the pipeline"
+                )
+            return [f"{pad}(no provenance recorded)"]
+        lines = _record_lines(prov, pad)
+        if recorded is None:
+            self.note(UNVERIFIED, f"{path} records no hash of its content")
+            lines.append(f"{pad}content: no hash recorded (written by an older version)")
+        elif recorded == actual:
+            lines.append(f"{pad}content: sha256 {_short(recorded)} [matches its record]")
         else:
-            status = "CHANGED since (the output is stale)"
-        lines.append(f"{_pad}<- input {item['path']} sha256 {_short(item['sha256'])} [{status}]")
-        if source.exists() and source.resolve() not in seen:
-            seen.add(source.resolve())
-            lines += audit(source, _pad + "     ", seen)
-    return lines
+            self.note(MODIFIED, f"{path} (its content differs from its record)")
+            lines.append(f"{pad}content: sha256 {_short(actual)} [MODIFIED: record says "
+                         f"{_short(recorded)}]")  # fmt: skip
+        if changed := _code_changes(prov.get("code") or {}):
+            self.note(STALE, f"the code of {path} changed since: {changed[0]}")
+            lines.append(f"{pad}code now: CHANGED in {', '.join(changed)}")
+        elif (prov.get("code") or {}).get("modules"):
+            lines.append(f"{pad}code now: the same package modules")
+        if path.name == "manifest.json":
+            with contextlib.suppress(ValueError):
+                lines += _model_lines(json.loads(path.read_text()), pad)
+            lines += self.cache(path.parent, pad)
+        workdir = prov.get("workdir")
+        for model in prov.get("models", []):
+            lines.append(
+                f"{pad}uses model {model.get('name')} (pin {json.dumps(model.get('pin'))})"
+            )
+            manifest_path = _resolve(f"resources/models/{model.get('name')}/manifest.json", workdir)
+            if not manifest_path.exists():
+                continue
+            try:
+                now = json.loads(manifest_path.read_text()).get("weights_sha256")
+            except (ValueError, AttributeError):
+                now = None
+            if model.get("weights_sha256") and now != model.get("weights_sha256"):
+                self.note(STALE, f"model {model.get('name')} was rebuilt with other weights since")
+                lines.append(f"{pad}  its weights CHANGED since ({manifest_path})")
+        for item in prov.get("inputs", []):
+            source = _resolve(item["path"], workdir)
+            if not source.exists():
+                status = "MISSING now"
+                self.note(STALE, f"input {item['path']} of {path} is missing now")
+            elif item["sha256"] == provenance.sha256_path(source):
+                status = "unchanged"
+            else:
+                status = "CHANGED since (the output is stale)"
+                self.note(STALE, f"input {item['path']} changed since {path} was made")
+            lines.append(f"{pad}<- input {item['path']} sha256 {_short(item['sha256'])} [{status}]")
+            if source.exists() and source.resolve() not in self.seen:
+                self.seen.add(source.resolve())
+                lines += self.file(source, pad + "     ")
+        return lines
+
+
+def audit(path: str | Path, _pad: str = "", _seen: set[Path] | None = None) -> list[str]:
+    """Lines describing how `path` was made, recursing into every input that carries provenance,
+    the last one the verdict (`verdict: verified`, or `verdict: stale|modified|unverified: ...`).
+
+    UserError if `path` is missing or carries no record."""
+    lines, verdict = audit_report(path, _pad)
+    return [*lines, f"{_pad}verdict: {verdict}"]
+
+
+def audit_report(path: str | Path, pad: str = "") -> tuple[list[str], str]:
+    """(the lines of the chain, the verdict) of an output."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path} does not exist")
+    state = _Audit()
+    state.seen.add(path.resolve())
+    lines = state.file(path, pad, top=True)
+    return lines, state.verdict()

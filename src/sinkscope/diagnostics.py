@@ -4,17 +4,25 @@ and the figure panels several of its exhibits share.
 Inputs are the per-(sample, layer, head) `heads` table and per-(sample, layer) `layers` table
 of `sinkscope.extract`. Layer 0 is kept in the tables but left out of event counts from
 `first_counted_layer` on. Tables of several models are stacked with a `model` column.
+
+Besides its aggregate tables, each exhibit keeps a per-input table (`per_input_*`: one row per
+input, i.e. image or text window, and layer or head, every input present, zeros included), so
+that its claims can be bootstrapped over the inputs (`over_inputs`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from . import metrics, plotting
+from .stats import Interval, bootstrap
 
 BANDS = ("early", "middle", "deep")
 CLASSES = ["NOP", "Broadcast", "other"]
+LOCATIONS = ["first", "register", "other"]
 EVENT_COLUMNS = [
     "sample",
     "layer",
@@ -87,7 +95,7 @@ def layer_transitions(heads: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
     n_inputs = heads["sample"].nunique()
     counts = found.groupby(["layer", "location"]).size().unstack(fill_value=0)
     counts = counts.reindex(range(int(heads.layer.max()) + 1), fill_value=0)
-    counts = counts.reindex(columns=["first", "register", "other"], fill_value=0)
+    counts = counts.reindex(columns=LOCATIONS, fill_value=0)
     share = counts.div(counts.sum(axis=1).replace(0, np.nan), axis=0).add_prefix("share_")
     table = pd.concat([share, (counts.sum(axis=1) / n_inputs).rename("events_per_input")], axis=1)
     return table.rename_axis("layer").reset_index()
@@ -105,6 +113,77 @@ def regime_counts(found: pd.DataFrame) -> pd.DataFrame:
     counts = found.groupby(["band", "sink_class"]).size().unstack(fill_value=0)
     counts = counts.reindex(index=list(BANDS), columns=CLASSES, fill_value=0)
     return counts.rename_axis(index="band", columns=None).reset_index()
+
+
+def per_input_locations(heads: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
+    """U3: per (sample, layer), the counted sink events on each location (`LOCATIONS`), every
+    input and layer present."""
+    index = pd.MultiIndex.from_product(
+        [np.sort(heads["sample"].unique()), range(int(heads.layer.max()) + 1)],
+        names=["sample", "layer"],
+    )
+    counts = found.groupby(["sample", "layer", "location"]).size().unstack(fill_value=0)
+    counts = counts.reindex(index=index, columns=LOCATIONS, fill_value=0).astype("int32")
+    return counts.rename_axis(columns=None).reset_index()
+
+
+def per_input_classes(heads: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
+    """U5, U6: per (sample, band), the counted sink events of each class (`CLASSES`), every input
+    and band present."""
+    index = pd.MultiIndex.from_product(
+        [np.sort(heads["sample"].unique()), BANDS], names=["sample", "band"]
+    )
+    counts = found.groupby(["sample", "band", "sink_class"]).size().unstack(fill_value=0)
+    counts = counts.reindex(index=index, columns=CLASSES, fill_value=0).astype("int32")
+    return counts.rename_axis(columns=None).reset_index()
+
+
+def per_input_heads(heads: pd.DataFrame, columns: list[str], first_layer: int = 0) -> pd.DataFrame:
+    """U4, U7: per (sample, layer, head) from `first_layer` on, the given columns."""
+    kept = heads.loc[heads.layer >= first_layer, ["sample", "layer", "head", *columns]]
+    return kept.sort_values(["sample", "layer", "head"], ignore_index=True)
+
+
+def per_input_first_share(heads: pd.DataFrame) -> pd.DataFrame:
+    """S2: per (sample, layer), the first token's attention share (alpha) averaged over heads."""
+    return heads.groupby(["sample", "layer"]).first_mass.mean().rename("first_share").reset_index()
+
+
+def per_input_cosine(layers: pd.DataFrame) -> pd.DataFrame:
+    """D1: per (sample, layer), the share of tokens with cos(h_first, h_t) <= 0."""
+    table = layers[["sample", "layer", "first_cos_nonpositive"]]
+    table = table.rename(columns={"first_cos_nonpositive": "nonpositive_share"})
+    return table.sort_values(["sample", "layer"], ignore_index=True)
+
+
+def layer_span(layers: np.ndarray) -> str:
+    """`layer 4` or `layers 4-7` for a run of layers."""
+    low, high = int(np.min(layers)), int(np.max(layers))
+    return f"layer {low}" if low == high else f"layers {low}-{high}"
+
+
+def grid(table: pd.DataFrame, keys: list[str], values: str | list[str]) -> np.ndarray:
+    """A per-input table complete over `keys` (the input first, e.g. sample, layer, head) as an
+    array (n_inputs, n_key2, ..., [len(values)]), keys in sorted order."""
+    table = table.sort_values(keys)
+    shape = [table[key].nunique() for key in keys]
+    if int(np.prod(shape)) != len(table):
+        raise ValueError(f"the table is not complete over {keys}: {len(table)} rows for {shape}")
+    tail = [] if isinstance(values, str) else [len(values)]
+    return table[values].to_numpy().reshape(*shape, *tail)
+
+
+def over_inputs(
+    statistic: Callable[..., float | bool], *arrays: np.ndarray, unit: str
+) -> tuple[float | bool, Interval]:
+    """`statistic(*arrays)` and its percentile bootstrap interval over the inputs, the first axis
+    of every array (resampled together; resamples on which the statistic is undefined are left
+    out, `sinkscope.stats.bootstrap`). Undefined (NaN) on the full sample, it gets the interval
+    (-inf, inf): it decides no check."""
+    value = statistic(*arrays)
+    if np.isnan(float(value)):
+        return value, Interval(-np.inf, np.inf, len(arrays[0]), f"bootstrap over {unit}")
+    return value, bootstrap(statistic, *arrays, unit=unit)
 
 
 def mechanism(

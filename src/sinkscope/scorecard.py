@@ -109,6 +109,8 @@ def failed_controls(claim: dict[str, Any], measured: dict[str, dict[str, Any]]) 
         what = f"{control['control']} ({control['measure']} {describe_check(control['check'])})"
         if found is None:
             failed.append(f"{what}: not measured")
+        elif not np.isfinite(float(found["value"])):
+            failed.append(f"{what}: no value at this scale")
         elif (met := judge(control["check"], found["low"], found["high"])) is not True:
             shown = "lacks it" if met is False else "undecided"
             failed.append(f"{what} {shown}: measured {_measured(found)}")
@@ -136,6 +138,8 @@ def verdict(claim: dict[str, Any], measured: dict[str, dict[str, Any]]) -> tuple
     found = measured[claim["id"]]
     if failed := failed_controls(claim, measured):
         return INCONCLUSIVE, "control: " + "; ".join(failed) + "."
+    if not np.isfinite(float(found["value"])):
+        return INCONCLUSIVE, "no value at this scale."
     decided = judge(claim["check"], found["low"], found["high"])
     if decided is None:
         if claim["check"]["kind"] == "holds":
@@ -259,8 +263,9 @@ def figure(card: pd.DataFrame):
         reference, unit, (lo, hi) = _scaled(checks[row.claim_id], row)
         ax.fill_between([max(lo, -CLIP), min(hi, CLIP)], y - 0.4, y + 0.4, color="#e8f3ee", lw=0)
         colour = VERDICT_COLOURS[row.verdict]
-        if row.verdict == NOT_RUN:
-            ax.text(0, y, "not run", color=colour, ha="center", va="center", fontsize=7)
+        if row.verdict == NOT_RUN or not np.isfinite(row.value):
+            text = "not run" if row.verdict == NOT_RUN else "no value at this scale"
+            ax.text(0, y, text, color=colour, ha="center", va="center", fontsize=7)
         else:
             x, low, high = ((float(v) - reference) / unit for v in (row.value, row.low, row.high))
             ax.hlines(y, max(low, -CLIP), min(high, CLIP), color=colour, lw=1.6)

@@ -73,24 +73,33 @@ def bootstrap(
     paired: bool = True,
     resamples: int = RESAMPLES,
 ) -> Interval:
-    """The percentile bootstrap interval of `statistic(*samples)`, resampling the units along
-    the first axis of each sample (together when `paired`). Seeded, so reruns agree."""
+    """The percentile bootstrap interval of `statistic(*samples)`, resampling the rows (first
+    axis, any shape) of each sample: the same rows of all when `paired`. Resamples on which the
+    statistic is undefined (NaN, e.g. a slope through one distinct point) are left out. Seeded,
+    so reruns agree."""
     arrays = [np.asarray(sample) for sample in samples]
-    n = len(arrays[0])
+    n = min(len(array) for array in arrays)
     if n < 2:
         return Interval(-np.inf, np.inf, n, f"bootstrap over {unit}")
-    result = stats.bootstrap(
-        arrays,
-        lambda *parts: float(statistic(*parts)),
-        n_resamples=resamples,
-        confidence_level=LEVEL,
-        method="percentile",
-        paired=paired,
-        vectorized=False,
-        rng=np.random.default_rng(0),
+    rng = np.random.default_rng(0)
+    if paired:
+        if len({len(array) for array in arrays}) > 1:
+            raise ValueError("paired samples must have the same number of rows")
+        draws = [rng.integers(0, n, (resamples, n))] * len(arrays)
+    else:
+        draws = [rng.integers(0, len(array), (resamples, len(array))) for array in arrays]
+    values = np.array(
+        [
+            float(statistic(*(array[d[i]] for array, d in zip(arrays, draws, strict=True))))
+            for i in range(resamples)
+        ]
     )
-    interval = result.confidence_interval
-    return Interval(float(interval.low), float(interval.high), n, f"bootstrap over {unit}")
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return Interval(-np.inf, np.inf, n, f"bootstrap over {unit}")
+    tail = 100 * (1 - LEVEL) / 2
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return Interval(float(low), float(high), n, f"bootstrap over {unit}")
 
 
 def share(hits: int, n: int, unit: str) -> Interval:

@@ -9,8 +9,8 @@ STREAM_TEXT = STREAMING["text"]
 STREAM_CORPUS = [repo_path(STREAM_TEXT["file"])] if STREAM_TEXT["source"] == "file" else []
 # The per-token NLL runs as independent parts per model, one thread each, so they spread over the
 # cores, the longest first (PARTS is in that order; the priorities follow it): `cache` streams
-# the text under six policies, `newline` under one, `recompute` re-encodes a window at a few
-# positions; the short jobs of S5-S9 fill the cores at the end. Job wall and CPU times:
+# the text under six policies, `newline` under one, `recompute` re-encodes a window at every
+# `recompute_every`-th position; the short jobs of S5-S9 fill the cores at the end. Job wall and CPU times:
 # logs/benchmark/<rule>/.
 from sinkscope.streaming.run import PARTS as STREAM_PARTS
 
@@ -125,7 +125,13 @@ rule streaming_sink_eval:
     params:
         text=CORPUS_TEXT,
         evaluation=pick(
-            STREAMING["pretrain"], "held_out", "eval_tokens", "cache", "sinks", "attention_windows"
+            STREAMING["pretrain"],
+            "held_out",
+            "eval_tokens",
+            "eval_windows",
+            "cache",
+            "sinks",
+            "attention_windows",
         ),
         context=STREAMING["pretrain"]["arch"]["context"],
         code=code_of("streaming_sink_eval.py"),

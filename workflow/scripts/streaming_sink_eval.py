@@ -1,6 +1,7 @@
-"""S6 and S7: each pretrained variant streamed over held-out bytes with 0/1/2/4 kept tokens,
-and its attention mass on the first token per layer."""
+"""S6 and S7: each pretrained variant streamed over held-out evaluation windows with 0/1/2/4 kept
+tokens, and its attention mass on the first token per held-out window and layer."""
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -8,7 +9,7 @@ from sinkscope import logs
 from sinkscope.data.text import corpus_text
 from sinkscope.provenance import Recorder, write_parquet
 from sinkscope.streaming import pretrain
-from sinkscope.streaming.sink_eval import attention_mass, streaming_ppl
+from sinkscope.streaming.sink_eval import attention_mass, eval_windows, streaming_ppl
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
@@ -16,7 +17,9 @@ recorder = Recorder.from_snakemake(smk)
 torch.set_num_threads(smk.threads)
 settings = smk.params.evaluation
 _, held_out = pretrain.corpus_bytes(corpus_text(smk.params.text), settings["held_out"])
-stream = torch.from_numpy(held_out[: settings["eval_tokens"]].copy())
+streams = eval_windows(
+    held_out, settings["eval_tokens"], settings["eval_windows"], settings["cache"]
+)
 context = smk.params.context
 n_windows = settings["attention_windows"]
 windows = torch.from_numpy(held_out[: n_windows * context].copy().reshape(n_windows, context))
@@ -25,12 +28,13 @@ for path in smk.input.models:
     model, variant = pretrain.load(path)
     with torch.inference_mode():
         ppl_rows += streaming_ppl(
-            model, variant, stream, settings["cache"], settings["sinks"], chunk=context
+            model, variant, streams, settings["cache"], settings["sinks"], chunk=context
         )
         attention_rows += attention_mass(model, variant, windows)
 table = pd.DataFrame(ppl_rows)
 attention = pd.DataFrame(attention_rows)
-log.info("\n%s", table.pivot(index="variant", columns="sinks", values="ppl").to_string())
+summary = table.groupby(["variant", "sinks"]).nll.mean().unstack()
+log.info("PPL per byte, mean NLL over %d windows:\n%s", len(streams), summary.map(np.exp))
 log.info("\n%s", attention.groupby("variant")[["first_token_mass", "sink_logit_mass"]].mean())
 write_parquet(table, smk.output.ppl, recorder.record())
 write_parquet(attention, smk.output.attention, recorder.record())

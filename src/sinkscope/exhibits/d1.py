@@ -1,13 +1,16 @@
 """D1 (Sink vs diagonal): the half-space condition. Per layer, the distribution of the cosine of
-each token's hidden state to the first token's, its mean and the share of tokens with cos <= 0;
-the claim: that share exceeds one half on average over the middle third of the layers."""
+each token's hidden state to the first token's, its mean and the share of tokens with cos <= 0,
+and that share per (window, layer); the claim: the share averaged over the middle third of the
+layers, bootstrapped over the windows."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
 from .. import plotting
+from ..stats import Interval
 from . import Measured, read_tables, stack
 
 
@@ -17,15 +20,28 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
     return {
         "table": stack({m: dx.first_cosine(table) for m, table in layers.items()}),
         "histogram": stack(read_tables(inputs["cosine"], models)),
+        "per_input": stack({m: dx.per_input_cosine(table) for m, table in layers.items()}),
     }
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
-    table = tables["table"][tables["table"].model == model]
-    share = float(table[dx.third(table.layer, 1)].nonpositive_share.mean())
-    note = f"share of tokens with cos <= 0 in the middle layers: {share:.2f}"
-    return {"D1.middle_layers_nonpositive": Measured(share > 0.5, model, note)}
+    per_input = tables["per_input"][tables["per_input"].model == model]
+    if per_input.empty:
+        return {}  # the claim model is not in this run: its claims are not measured
+    shares = dx.grid(per_input, ["sample", "layer"], "nonpositive_share")  # (windows, layers)
+    layer = pd.Series(np.arange(shares.shape[1]))
+    middle = layer[dx.third(layer, 1)].to_numpy()
+    if not len(middle):
+        note = f"no middle third in {shares.shape[1]} layers"
+        interval = Interval(-np.inf, np.inf, len(shares), "bootstrap over windows")
+        return {"D1.middle_layers_nonpositive": Measured(float("nan"), model, note, interval)}
+    share, interval = dx.over_inputs(lambda x: float(x.mean()), shares[:, middle], unit="windows")
+    note = (
+        f"share of tokens with cos(h_first, h_t) <= 0 over {dx.layer_span(middle)} (middle "
+        f"third of {shares.shape[1]}): {share:.2f}, {len(shares)} windows"
+    )
+    return {"D1.middle_layers_nonpositive": Measured(share, model, note, interval)}
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

@@ -5,8 +5,14 @@ must add exactly zero to "off" tokens and a causal average of the other tokens t
 For the off queries of each trained seed: attention mass on the BOS and on the query itself,
 the value-norm ratio of the BOS, the size of the head's update, and a cancellation index
 ||sum_j A_ij u_j|| / sum_j A_ij ||u_j|| (near 0 when values cancel, near 1 when they do not).
-A seed implements the switch with a sink when its off queries put >= 0.5 of their attention on
-the BOS (mean) and the BOS value-norm ratio is <= 0.2 (the NOP bound of the shared metrics).
+Each seed (run) is classified from these means over its off queries:
+- sink: BOS mass >= `SINK_MIN_MASS` (0.5) and BOS value-norm ratio <= 0.2 (the NOP bound of the
+  shared metrics): the null output comes from attention on a value-less token;
+- cancellation: BOS mass < `SINK_MIN_MASS`, off update / on update <= `NULL_MAX_RATIO` (0.5: the
+  off output is small) and cancellation index <= `CANCEL_MAX_INDEX` (0.5: at least half of the
+  attention-weighted value norm is cancelled in the sum): the null output comes from values that
+  cancel.
+The claims are the shares of runs (%) in each class, with Clopper-Pearson intervals over runs.
 """
 
 from __future__ import annotations
@@ -17,11 +23,16 @@ import pandas as pd
 import torch
 
 from .. import metrics, plotting
+from ..stats import Interval, share
 from ..toys.analysis import late_change, switch_stats
 from ..toys.model import ToyConfig
 from ..toys.tasks import SwitchTask
 from ..toys.train import Seeds, TrainConfig, fit
 from . import Measured
+
+SINK_MIN_MASS = 0.5  # off queries' mean attention on the BOS of a sink run
+NULL_MAX_RATIO = 0.5  # off update / on update of a run whose off output is small
+CANCEL_MAX_INDEX = 0.5  # cancellation index of a run whose off values cancel
 
 
 def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
@@ -43,9 +54,6 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
             cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], f"D4 seed {seed}"
         )
         stats = switch_stats(model, task, seeds.eval, recipe["n_eval"])
-        stats["is_sink"] = (
-            stats["pattern"] == "sink" and stats["value_ratio"] <= metrics.NOP_MAX_RATIO
-        )
         rows.append({"seed": seed, **stats})
         curves.append(curve.assign(seed=seed))
     return {"seeds": pd.DataFrame(rows), "curves": pd.concat(curves)}
@@ -55,27 +63,53 @@ def _model(recipe: dict[str, Any]) -> str:
     return f"1-layer 1-head toy, d={recipe['width']}, L={recipe['length']}, learned BOS"
 
 
+def classify(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run, whether its off queries' null output is realised by a sink or by cancellation
+    (thresholds of the module docstring)."""
+    sink = (runs.bos_mass_off >= SINK_MIN_MASS) & (runs.value_ratio <= metrics.NOP_MAX_RATIO)
+    cancellation = (
+        (runs.bos_mass_off < SINK_MIN_MASS)
+        & (runs.update_off_over_on <= NULL_MAX_RATIO)
+        & (runs.cancellation_index_off <= CANCEL_MAX_INDEX)
+    )
+    return runs.assign(is_sink=sink, is_cancellation=cancellation)
+
+
+def _percent_of_runs(hits: int, n: int) -> tuple[float, Interval]:
+    """The share of runs (%) and its Clopper-Pearson interval (%)."""
+    interval = share(hits, n, "runs")
+    value = 100 * hits / n if n else float("nan")
+    return value, Interval(100 * interval.low, 100 * interval.high, interval.n, interval.basis)
+
+
 def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
-    """Share of seeds (%) whose switch is a sink; the note gives the statistics behind it."""
-    s = tables["seeds"]
+    """Shares of seeds (%) whose switch is a sink, and whose switch is realised by cancellation;
+    the note gives the per-run statistics behind the classification."""
+    s = classify(tables["seeds"]).sort_values("seed")
+    n = len(s)
     training = "; ".join(
         f"seed {seed} {late_change(curve)}" for seed, curve in tables["curves"].groupby("seed")
     )
-    note = (
-        f"{len(s)} seeds, {int(s.is_sink.sum())} sinks, patterns "
-        f"{s.pattern.value_counts().to_dict()}; off queries' mass on the BOS "
-        f"{s.bos_mass_off.min():.2f}-{s.bos_mass_off.max():.2f}, on themselves "
-        f"{s.self_mass_off.min():.2f}-{s.self_mass_off.max():.2f}; BOS value-norm ratio "
-        f"{s.value_ratio.min():.3f}-{s.value_ratio.max():.3f} (a sink seed needs <= "
-        f"{metrics.NOP_MAX_RATIO}); cancellation index of off queries "
-        f"{s.cancellation_index_off.mean():.2f}, off update / on update "
-        f"{s.update_off_over_on.mean():.2f} (means over seeds); MSE {s.mse.mean():.4f} (mean); "
-        f"eval MSE over the last fifth of training: {training}"
+    per_run = "; ".join(
+        f"seed {r.seed}: BOS mass {r.bos_mass_off:.3f}, self mass {r.self_mass_off:.3f}, BOS "
+        f"value-norm ratio {r.value_ratio:.3f}, off / on update {r.update_off_over_on:.3f}, "
+        f"cancellation index {r.cancellation_index_off:.3f}, MSE {r.mse:.4g}"
+        for r in s.itertuples()
     )
+    counts = (
+        f"{n} runs: {int(s.is_sink.sum())} sink, {int(s.is_cancellation.sum())} cancellation, "
+        f"{int(n - s.is_sink.sum() - s.is_cancellation.sum())} neither"
+    )
+    note = (
+        f"{counts}; off queries per run: {per_run}; eval MSE over the last fifth of training: "
+        f"{training}"
+    )
+    model = _model(settings["recipe"])
+    sink_value, sink_interval = _percent_of_runs(int(s.is_sink.sum()), n)
+    cancel_value, cancel_interval = _percent_of_runs(int(s.is_cancellation.sum()), n)
     return {
-        "D4.hard_switch_is_sink": Measured(
-            float(100 * s.is_sink.mean()), _model(settings["recipe"]), note
-        )
+        "D4.hard_switch_is_sink": Measured(sink_value, model, note, sink_interval),
+        "D4.switch_by_cancellation": Measured(cancel_value, model, note, cancel_interval),
     }
 
 
@@ -101,6 +135,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     axes[2].bar(
         s.seed + width / 2, s.cancellation_index_off, width, label="||sum A u|| / sum A ||u|| (off)"
     )
+    axes[2].axhline(CANCEL_MAX_INDEX, ls=":", c="gray", label="cancellation bounds 0.5")
     axes[2].set(xlabel="seed", ylabel="ratio", title="Zero by sink or by cancelling?")
     axes[2].legend(fontsize=7)
     for seed, c in tables["curves"].groupby("seed"):

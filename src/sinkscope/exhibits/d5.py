@@ -3,7 +3,8 @@ pre-LN) on `SwitchTask` in soft mode: off tokens must get a function of themselv
 (y_i = x_i + M c_i), which diagonal attention realises directly and a sink realises with the
 MLP. Over seeds and settings (context length T, width, weight decay), each trained run is
 classified by where its off queries attend (`toys.analysis.switch_stats`: sink,
-diagonal or other).
+diagonal or other). The claim is the share of runs (%) that pick the sink, with its
+Clopper-Pearson interval over runs.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
 from .. import metrics, plotting
-from ..toys.analysis import switch_stats
+from ..stats import Interval, share
+from ..toys.analysis import late_slope, switch_stats
 from ..toys.model import ToyConfig
 from ..toys.tasks import SwitchTask
 from ..toys.train import Seeds, TrainConfig, fit
@@ -49,19 +52,31 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
-    """Share of runs (%) whose off queries attend to the BOS."""
+    """Share of runs (%) whose off queries attend to the BOS, with its Clopper-Pearson interval
+    over runs; the note gives the classes, the masses and the end of training."""
     runs = tables["runs"]
+    n = len(runs)
+    sinks = int((runs.pattern == "sink").sum())
     counts = runs.pattern.value_counts().to_dict()
     by_t = runs.assign(sink=runs.pattern == "sink").groupby("T").sink.mean().round(2).to_dict()
     low_ratio = int((runs.value_ratio <= metrics.NOP_MAX_RATIO).sum())
+    keys = ["T", "width", "weight_decay", "seed"]
+    slopes = np.array([late_slope(c)[3] for _, c in tables["curves"].groupby(keys)])
+    ends = tables["curves"].sort_values("step").groupby(keys).eval_loss.last()
+    interval = share(sinks, n, "runs")
     return {
         "D5.sinks_preferred": Measured(
-            float(100 * (runs.pattern == "sink").mean()),
+            100 * sinks / n if n else float("nan"),
             MODEL,
-            f"{len(runs)} runs: {counts}; sink share by T: {by_t}; off queries' self mass "
-            f"{runs.self_mass_off.max():.3f} at most; BOS value-norm ratio "
-            f"{runs.value_ratio.min():.2f}-{runs.value_ratio.max():.2f}, at most "
-            f"{metrics.NOP_MAX_RATIO} in {low_ratio} of {len(runs)} runs",
+            f"{n} runs: {counts}; sink share by T: {by_t}; off queries' BOS mass "
+            f"{runs.bos_mass_off.min():.3f}-{runs.bos_mass_off.max():.3f}, self mass "
+            f"{runs.self_mass_off.min():.3f}-{runs.self_mass_off.max():.3f}; BOS value-norm "
+            f"ratio {runs.value_ratio.min():.2f}-{runs.value_ratio.max():.2f}, at most "
+            f"{metrics.NOP_MAX_RATIO} in {low_ratio} of {n} runs; final eval MSE "
+            f"{ends.min():.4g}-{ends.max():.4g}; least-squares slope of the eval MSE over the "
+            f"last fifth of training {np.nanmin(slopes):+.2g} to {np.nanmax(slopes):+.2g} per "
+            f"1000 steps",
+            Interval(100 * interval.low, 100 * interval.high, interval.n, interval.basis),
         )
     }
 

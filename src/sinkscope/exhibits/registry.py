@@ -149,6 +149,7 @@ def _diagnostics(
     registers: bool = False,
     events: bool = False,
     table_settings: dict[str, Setting] | None = None,
+    claim_settings: dict[str, Setting] | None = None,
 ) -> Exhibit:
     """A diagnostics exhibit; `events`: its tables count sink events (they read each model's
     registers and the first counted layer)."""
@@ -187,7 +188,7 @@ def _diagnostics(
             ),
             **(table_settings or {}),
         },
-        claim_settings={"claim_model": key},
+        claim_settings={"claim_model": key, **(claim_settings or {})},
         mem_mb=4000,
         unavailable=lambda plan: None if models(plan) else f"no {which} at this scale",
         unclaimed=unclaimed,
@@ -296,18 +297,28 @@ EXHIBITS: dict[str, Exhibit] = {
             tables=("sink_logit",),
             table_settings={"example": "exhibits.S1"},
         ),
-        _diagnostics("S2", "where attention goes", ("table",), ("heads",), modality="text"),
         _diagnostics(
-            "U3", "where the sink sits, layer by layer", ("table",), ("heads",), events=True
+            "S2", "where attention goes", ("table", "per_input"), ("heads",), modality="text"
         ),
-        _diagnostics("U4", "head specialization", ("table",), ("heads",)),
         _diagnostics(
-            "U5", "dual regimes of sink events", ("table", "counts"), ("heads",), events=True
+            "U3",
+            "where the sink sits, layer by layer",
+            ("table", "per_input"),
+            ("heads",),
+            events=True,
+        ),
+        _diagnostics("U4", "head specialization", ("table", "per_input"), ("heads",)),
+        _diagnostics(
+            "U5",
+            "dual regimes of sink events",
+            ("table", "counts", "per_input"),
+            ("heads",),
+            events=True,
         ),
         _diagnostics(
             "U6",
             "sinks on registers",
-            ("table", "counts"),
+            ("table", "counts", "per_input"),
             ("heads",),
             registers=True,
             events=True,
@@ -315,17 +326,18 @@ EXHIBITS: dict[str, Exhibit] = {
         _diagnostics(
             "U7",
             "mechanism signatures",
-            ("table",),
+            ("table", "per_input"),
             ("heads", "qk"),
             table_settings={
                 "first_counted_layer": "diagnostics.first_counted_layer",
                 "min_event_rate": "diagnostics.intervention.min_event_rate",
             },
+            claim_settings={"min_event_rate": "diagnostics.intervention.min_event_rate"},
         ),
         _diagnostics(
             "D1",
             "half-space condition: cosine to the first token",
-            ("table", "histogram"),
+            ("table", "histogram", "per_input"),
             ("layers", "cosine"),
             modality="text",
         ),
@@ -339,22 +351,23 @@ EXHIBITS: dict[str, Exhibit] = {
         _toy(
             "U1",
             "conditional damping (NOP task)",
-            ("summary", "curves", "attention", "profile"),
+            ("summary", "curves", "attention", "profile", "examples"),
             True,
             60,
         ),
         _toy("U2", "global broadcast", ("layers", "curves"), True, 120),
-        _toy("D2", "oversmoothing in one attention step", ("similarity",), False, 10),
+        _toy("D2", "oversmoothing in one attention step", ("similarity", "layers"), False, 10),
         _toy("D4", "hard attention switch", ("seeds", "curves"), True, 60),
         _toy("D5", "soft attention switch", ("runs", "curves"), True, 120),
         _toy("D6", "representation cost of sink and diagonal", ("norms", "slopes"), False, 60),
         Exhibit(
             id="S3",
             title="streaming perplexity under cache policies",
-            tables=("ppl", "curve"),
+            tables=("ppl", "curve", "blocks"),
             inputs=lambda plan: {"nll": _nll_files(plan)},
             table_settings={
                 "bin_tokens": "streaming.ppl.bin_tokens",
+                "block_tokens": "streaming.ppl.block_tokens",
                 "cache": "streaming.ppl.cache",
                 "newline_sinks": "streaming.ppl.newline_sinks",
             },
@@ -369,9 +382,13 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="S4",
             title="how many initial tokens",
-            tables=("ppl",),
+            tables=("ppl", "blocks"),
             inputs=lambda plan: {"nll": _nll_files(plan)},
-            table_settings={"cache": "streaming.ppl.cache", "sinks": "streaming.ppl.sinks"},
+            table_settings={
+                "block_tokens": "streaming.ppl.block_tokens",
+                "cache": "streaming.ppl.cache",
+                "sinks": "streaming.ppl.sinks",
+            },
             claim_settings={
                 "claim_model": "streaming.ppl.claim_models.S4",
                 "cache": "streaming.ppl.cache",
@@ -389,14 +406,14 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="S6",
             title="pretraining with a sink token",
-            tables=("ppl", "history"),
+            tables=("ppl", "windows", "history"),
             inputs=lambda plan: {"ppl": LM_EVAL["ppl"], "histories": _lm_histories(plan)},
             claim_settings=SINK_LM_LABEL,
         ),
         Exhibit(
             id="S7",
             title="a learned sink logit",
-            tables=("attention", "ppl"),
+            tables=("attention", "ppl", "windows"),
             inputs=lambda plan: dict(LM_EVAL),
             claim_settings=SINK_LM_LABEL,
         ),
@@ -409,11 +426,7 @@ EXHIBITS: dict[str, Exhibit] = {
                 "sam2": "streaming.memory.sam2",
                 "tokens": "streaming.memory.tokens",
             },
-            claim_settings={
-                "sam2": "streaming.memory.sam2",
-                "tokens": "streaming.memory.tokens",
-                "measured": "streaming.memory.measured",
-            },
+            claim_settings={"measured": "streaming.memory.measured"},
             figure_settings={"model": "streaming.memory.measured.model"},
         ),
         Exhibit(
@@ -430,7 +443,7 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="U9",
             title="ViT mitigations: sink classes and locations",
-            tables=("table", "events"),
+            tables=("table", "events", "images"),
             inputs=lambda plan: {
                 "heads": _per_model(_trained, "results/extract/{model}/heads.parquet")(plan)
             },
@@ -444,7 +457,7 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="S8",
             title="high-norm tokens with and without registers",
-            tables=("shares", "histogram", "maps"),
+            tables=("shares", "images", "histogram", "maps"),
             inputs=lambda plan: {
                 "norms": _per_model(Plan.s8_pairs, "results/mitigation/norms/{model}.parquet")(
                     plan

@@ -2,7 +2,9 @@
 
 Runs the example as stated: `torch.manual_seed(seed)`, random values (n_tokens x dim),
 near-zero scores; softmax over the scores alone, then with a sink logit prepended whose value
-is zero (it is dropped after the softmax).
+is zero (it is dropped after the softmax). Every value is a closed form of the example
+(softmax weights and a norm of fixed vectors), so its interval is exact, over the example's
+tokens.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import pandas as pd
 import torch
 
 from .. import plotting
+from ..stats import exact
 from . import Measured
 
 CONDITIONS = {"no sink": False, "sink logit": True}
@@ -63,19 +66,24 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     share = float(100 * sink.weight.iloc[0])
     n_tokens = int((table.condition == "no sink").sum())
     model = f"{n_tokens} random values (torch.manual_seed)"
-    return {
-        "S1.norm_without_sink": Measured(
-            without, model, f"output norm {without:.2f} with the softmax over {n_tokens} scores"
+    notes = {
+        "S1.norm_without_sink": (
+            without,
+            f"output norm {without:.4f} with the softmax over {n_tokens} scores",
         ),
-        "S1.sink_share": Measured(
+        "S1.sink_share": (
             share,
-            model,
-            f"the sink takes {share:.0f} % of the weight, the {n_tokens} tokens the other "
-            f"{100 - share:.0f} %",
+            f"the sink takes {share:.2f} % of the weight, the {n_tokens} tokens the other "
+            f"{100 - share:.2f} %",
         ),
-        "S1.norm_with_sink": Measured(
-            with_sink, model, f"output norm {with_sink:.2f} with the sink vs {without:.2f} without"
+        "S1.norm_with_sink": (
+            with_sink,
+            f"output norm {with_sink:.4f} with the sink vs {without:.4f} without",
         ),
+    }
+    return {
+        claim: Measured(value, model, note, exact(value, n_tokens))
+        for claim, (value, note) in notes.items()
     }
 
 

@@ -1,31 +1,96 @@
 """S6: small LMs pretrained with sink variants, streamed with 0/1/2/4 kept initial tokens.
 
-Input: the streaming PPL of every variant (`sinkscope.streaming.sink_eval.streaming_ppl`) and
-the training losses of each. The stream is held-out corpus text (bytes); PPL is over the same
-text bytes for every variant.
+Input: per variant, kept tokens and evaluation window, the mean NLL of the bytes scored once the
+cache is full (`sinkscope.streaming.sink_eval.streaming_ppl`: every window streamed on its own,
+the same text bytes for every variant), and the training losses of each variant. A PPL ratio
+between two conditions is exp of the difference of their mean NLLs over the same windows; its
+interval resamples the windows, paired across variants and conditions.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from ..stats import Interval, bootstrap
 from ..streaming.exhibit_tables import sink_lm_context
 from . import Measured
 
+# claim -> (variant, kept tokens of the numerator, kept tokens of the denominator): PPL ratios
+RATIOS = {
+    "S6.sink_token_one_suffices": ("sink_token", 1, 4),
+    "S6.vanilla_needs_several": ("vanilla", 1, 4),
+    "S6.zero_sink_needs_several": ("zero_sink", 1, 4),
+}
+
 
 def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.DataFrame]:
+    """The PPL per variant and number of kept tokens (`ppl`), the per-window NLLs it comes from
+    (`windows`) and the training losses (`history`)."""
     history = pd.concat([pd.read_parquet(path) for path in inputs["histories"]], ignore_index=True)
-    return {"ppl": pd.read_parquet(inputs["ppl"]), "history": history}
+    windows = pd.read_parquet(inputs["ppl"])
+    return {"ppl": summary(windows), "windows": windows, "history": history}
+
+
+def summary(windows: pd.DataFrame) -> pd.DataFrame:
+    """Per variant and number of kept tokens: evaluation windows, scored bytes and PPL per byte
+    (exp of the mean NLL over all scored bytes)."""
+    weighted = windows.assign(total=windows.nll * windows.tokens)
+    grouped = weighted.groupby(["variant", "sinks", "condition"], sort=False)
+    table = grouped.agg(
+        windows=("window", "nunique"), tokens=("tokens", "sum"), total=("total", "sum")
+    )
+    table["ppl"] = np.exp(table.pop("total") / table.tokens)
+    return table.reset_index()
+
+
+def window_nll(windows: pd.DataFrame, variant: str, sinks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean NLL and scored bytes per evaluation window (by window index) of one condition."""
+    part = windows[(windows.variant == variant) & (windows.sinks == sinks)].sort_values("window")
+    return part.nll.to_numpy(), part.tokens.to_numpy()
+
+
+def ppl_ratio(windows: pd.DataFrame, variant: str, top: int, bottom: int) -> tuple[float, Interval]:
+    """PPL with `top` kept tokens over PPL with `bottom`, on the same windows, and its interval
+    bootstrapped over the windows (paired)."""
+    a, tokens = window_nll(windows, variant, top)
+    b, _ = window_nll(windows, variant, bottom)
+
+    def ratio(a, b, tokens):
+        return float(np.exp(np.sum(tokens * (a - b)) / np.sum(tokens)))
+
+    return ratio(a, b, tokens), bootstrap(ratio, a, b, tokens, unit="windows")
+
+
+def ppl_line(table: pd.DataFrame, variant: str) -> str:
+    """E.g. `vanilla PPL 5.21 / 4.80 / 4.78 / 4.78 with 0 / 1 / 2 / 4 kept`."""
+    part = table[table.variant == variant].sort_values("sinks")
+    return (
+        f"{variant} PPL {' / '.join(f'{p:.3f}' for p in part.ppl)} with "
+        f"{' / '.join(str(k) for k in part.sinks)} kept"
+    )
+
+
+def lm_note(table: pd.DataFrame, settings: dict) -> tuple[str, str]:
+    """The model label and the note's context: cache, windows and bytes scored."""
+    model, note = sink_lm_context(table, settings)
+    windows = int(table.windows.max())
+    return model, f"{note} in {windows} windows streamed on their own"
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    by = tables["ppl"].set_index(["variant", "sinks"]).ppl
-    values = {
-        "S6.sink_token_one_suffices": by["sink_token", 1] / by["sink_token", 4],
-        "S6.vanilla_needs_several": by["vanilla", 1] / by["vanilla", 4],
-    }
-    model, note = sink_lm_context(tables["ppl"], settings)
-    return {claim: Measured(float(value), model, note) for claim, value in values.items()}
+    """PPL ratios of 1 over 4 kept tokens for each variant present (value: on all windows;
+    interval: bootstrap over the windows)."""
+    table, windows = tables["ppl"], tables["windows"]
+    model, context = lm_note(table, settings)
+    found = {}
+    for claim, (variant, top, bottom) in RATIOS.items():
+        if variant not in set(table.variant):
+            continue
+        value, interval = ppl_ratio(windows, variant, top, bottom)
+        note = f"{ppl_line(table, variant)}; ratio {top} vs {bottom} kept {value:.4f}; {context}"
+        found[claim] = Measured(value, model, note, interval)
+    return found
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

@@ -1,38 +1,77 @@
 """S7: a learned sink logit (gpt-oss attention) takes the attention mass off the first token, so
 the model streams without kept initial tokens.
 
-Input: per variant and layer, the mean attention mass on the first token and on the sink logit
-(`sinkscope.streaming.sink_eval.attention_mass`), and the streaming PPL of every variant.
+Input: per variant, held-out window and layer, the attention mass on the first token and on the
+sink logit (`sinkscope.streaming.sink_eval.attention_mass`), and the per-window streaming NLLs
+of every variant (as S6). Masses are means over layers per window; intervals resample the
+windows, paired across variants.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from ..streaming.exhibit_tables import sink_lm_context
+from ..stats import bootstrap
 from . import Measured
+from .s6 import lm_note, ppl_line, ppl_ratio, summary
 
 
 def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.DataFrame]:
+    windows = pd.read_parquet(inputs["ppl"])
     return {
         "attention": pd.read_parquet(inputs["attention"]),
-        "ppl": pd.read_parquet(inputs["ppl"]),
+        "ppl": summary(windows),
+        "windows": windows,
     }
+
+
+def window_mass(attention: pd.DataFrame, variant: str) -> np.ndarray:
+    """Per held-out window (by index): the first-token mass of a variant, mean over layers."""
+    part = attention[attention.variant == variant]
+    return part.groupby("window").first_token_mass.mean().sort_index().to_numpy()
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    mass = tables["attention"].groupby("variant").first_token_mass.mean()
-    by = tables["ppl"].set_index(["variant", "sinks"]).ppl
-    values = {
-        "S7.first_token_mass_falls": bool(mass["learned_sink"] < mass["vanilla"]),
-        "S7.streams_without_sinks": float(by["learned_sink", 0] / by["learned_sink", 4]),
-        # the controls: does the vanilla LM have a first-token sink and need its kept tokens?
-        "S7.vanilla_first_token_mass": float(mass["vanilla"]),
-        "S7.vanilla_window_ratio": float(by["vanilla", 0] / by["vanilla", 4]),
+    """The learned-sink model against the vanilla one: first-token mass (difference of the means
+    over windows) and the PPL ratio of 0 over 4 kept tokens; and the vanilla controls."""
+    attention, table, windows = tables["attention"], tables["ppl"], tables["windows"]
+    model, context = lm_note(table, settings)
+    learned, vanilla = window_mass(attention, "learned_sink"), window_mass(attention, "vanilla")
+    n = len(vanilla)
+    mass = attention.groupby("variant").first_token_mass.mean()
+    mass_note = (
+        f"mean first-token mass over {n} windows of {settings['arch']['context']} bytes and "
+        f"{attention.layer.nunique()} layer(s): "
+        + ", ".join(f"{v} {m:.4f}" for v, m in mass.items())
+    )
+
+    def difference(a, b):
+        return float(np.mean(a) - np.mean(b))
+
+    def mean(a):
+        return float(np.mean(a))
+
+    found = {
+        "S7.first_token_mass_falls": Measured(
+            difference(learned, vanilla),
+            model,
+            f"{mass_note}; learned_sink - vanilla {difference(learned, vanilla):.4f}",
+            bootstrap(difference, learned, vanilla, unit="windows"),
+        ),
+        # the control: does the vanilla LM have a first-token sink?
+        "S7.vanilla_first_token_mass": Measured(
+            mean(vanilla), model, mass_note, bootstrap(mean, vanilla, unit="windows")
+        ),
     }
-    model, note = sink_lm_context(tables["ppl"], settings)
-    note += "; mean first-token mass " + ", ".join(f"{v} {m:.3f}" for v, m in mass.items())
-    return {claim: Measured(value, model, note) for claim, value in values.items()}
+    for claim, variant in (
+        ("S7.streams_without_sinks", "learned_sink"),
+        ("S7.vanilla_window_ratio", "vanilla"),  # the control: the vanilla LM needs its sinks
+    ):
+        value, interval = ppl_ratio(windows, variant, 0, 4)
+        note = f"{ppl_line(table, variant)}; ratio 0 vs 4 kept {value:.4f}; {context}"
+        found[claim] = Measured(value, model, note, interval)
+    return found
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
@@ -40,7 +79,8 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
     attention, table = tables["attention"], tables["ppl"]
     fig, (ax_m, ax_p) = plotting.figure(ncols=2, width=4.5)
-    for variant, part in attention.groupby("variant", sort=False):
+    per_layer = attention.groupby(["variant", "layer"], sort=False).mean(numeric_only=True)
+    for variant, part in per_layer.reset_index().groupby("variant", sort=False):
         ax_m.plot(part.layer, part.first_token_mass, "o-", label=f"{variant}: first token")
         if part.sink_logit_mass.abs().max() > 1e-6:
             ax_m.plot(part.layer, part.sink_logit_mass, "x--", label=f"{variant}: sink logit")

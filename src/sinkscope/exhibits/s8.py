@@ -4,7 +4,9 @@ Pairs of models (without registers, with registers): at the default scale the tr
 (baseline / registers and gate / gate-registers, every seed), at paper scale DINOv2 ViT-g and
 its registers version. Per model: the norms of the tokens at the output of the last layer, the
 share of high-norm patch tokens (`sinkscope.metrics.outlier_share`), the CLS attention over the
-patches.
+patches, and per image how the outlier patches compare with the others in pixel standard deviation
+(a flat, low-information patch has a low one). Claims are per image, averaged over the seeds of
+the claim pair, with intervals bootstrapped over the images.
 """
 
 from __future__ import annotations
@@ -16,21 +18,21 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics, plotting
+from ..stats import Interval, bootstrap
 from ..vision.tables import labelled
 from . import Measured
 
-# The register outliers are "gone" when the share with registers is at most this fraction of
-# the share without.
-GONE_FRACTION = 0.25
 ROLES = ("without", "with")
 
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
-    """Outlier shares and norm histograms of every model, and the CLS maps, each labelled with
-    the model's pair, role and seed."""
+    """Outlier shares of every model (`shares`) and of each of its images (`images`), norm
+    histograms and the CLS maps, each labelled with the model's pair, role and seed."""
     tokens = labelled(inputs["norms"], settings["models"])
+    shares = _shares(tokens, settings["outlier"])
     return {
-        "shares": _shares(tokens, settings["outlier"]),
+        "shares": shares,
+        "images": _images(tokens, shares),
         "histogram": _histogram(tokens, settings["bins"]),
         "maps": labelled(inputs["maps"], settings["models"]),
     }
@@ -64,6 +66,49 @@ def _shares(tokens: pd.DataFrame, outlier: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def lower_share(outliers: np.ndarray, others: np.ndarray) -> float:
+    """The share of (outlier, other) pairs in which the outlier has the lower value (ties count
+    one half); NaN without a pair."""
+    if not len(outliers) or not len(others):
+        return float("nan")
+    below = (outliers[:, None] < others[None, :]).mean()
+    return float(below + 0.5 * (outliers[:, None] == others[None, :]).mean())
+
+
+def _images(tokens: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame:
+    """Per model and image: the share of patch tokens above the model's threshold (%), the mean
+    pixel standard deviation of the outlier and of the other patches, and `lower_std`: the share
+    of (outlier, other) patch pairs of the image in which the outlier patch has the lower pixel
+    standard deviation (NaN when the image has no outlier)."""
+    thresholds = shares.set_index("model").threshold
+    patches = tokens[tokens.kind == "patch"]
+    if "pixel_std" not in patches:
+        patches = patches.assign(pixel_std=np.nan)
+    rows = []
+    for (model, pair, role, seed, sample), part in patches.groupby(
+        ["model", "pair", "role", "seed", "sample"], sort=False
+    ):
+        high = part.norm.to_numpy() > thresholds[model]
+        std = part.pixel_std.to_numpy()
+        known = not np.isnan(std).any()
+        rows.append(
+            {
+                "model": model,
+                "pair": pair,
+                "role": role,
+                "seed": seed,
+                "sample": sample,
+                "patch_tokens": len(part),
+                "outliers": int(high.sum()),
+                "outlier_share": 100 * float(high.mean()),
+                "outlier_pixel_std": float(std[high].mean()) if high.any() else np.nan,
+                "other_pixel_std": float(std[~high].mean()) if (~high).any() else np.nan,
+                "lower_std": lower_share(std[high], std[~high]) if known else np.nan,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def _histogram(tokens: pd.DataFrame, bins: int) -> pd.DataFrame:
     """Counts of token norms per model and kind, on log-spaced bins shared within a pair."""
     rows = []
@@ -91,25 +136,77 @@ def _histogram(tokens: pd.DataFrame, bins: int) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+def _per_image(images: pd.DataFrame, role: str, column: str) -> pd.Series:
+    """A column of the pair's models in one role, per image (sample), mean over the seeds that
+    have a value."""
+    return images[images.role == role].groupby("sample")[column].mean()
+
+
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    """On the claim model's pair, mean over seeds: outlier share without registers, and whether
-    registers remove the outliers (share with <= GONE_FRACTION x share without, which is > 0)."""
+    """On the claim model's pair, per image and averaged over seeds: the outlier share without
+    registers, its ratio with / without registers, and whether the outliers sit on flat patches;
+    intervals bootstrapped over the images."""
     pair = settings["claim_model"]
-    part = tables["shares"][tables["shares"].pair == pair]
-    without = float(part[part.role == "without"].outlier_share.mean())
-    with_registers = float(part[part.role == "with"].outlier_share.mean())
-    seeds = part.seed.nunique()
-    gone = without > 0 and with_registers <= GONE_FRACTION * without
-    note = (
-        f"{pair}, mean of {seeds} seed(s): {without:.2f} % of patch tokens above the threshold "
-        f"without registers, {with_registers:.2f} % with"
-    )
-    return {
-        "S8.outlier_share": Measured(without, pair, note),
+    images = tables["images"][tables["images"].pair == pair]
+    seeds = images.seed.nunique()
+    without = _per_image(images, "without", "outlier_share")
+    both = pd.concat(
+        {role: _per_image(images, role, "outlier_share") for role in ROLES}, axis=1
+    ).dropna()
+    share_without, share_with = float(without.mean()), float(both["with"].mean())
+    head = f"{pair}, {seeds} seed(s)"
+
+    def mean(a):
+        return float(np.mean(a))
+
+    def ratio(a, b):
+        total = np.sum(b)
+        return float(np.sum(a) / total) if total > 0 else float("inf")
+
+    removed = ratio(both["with"], both["without"])
+    if np.isfinite(removed):
+        removal = bootstrap(
+            ratio, both["with"].to_numpy(), both["without"].to_numpy(), unit="images"
+        )
+    else:  # no outlier without registers: nothing to remove, no ratio
+        removed, removal = (
+            float("nan"),
+            Interval(-np.inf, np.inf, len(both), "bootstrap over images"),
+        )
+    found = {
+        "S8.outlier_share": Measured(
+            share_without,
+            pair,
+            f"{head}, {len(without)} images: {share_without:.2f} % of patch tokens above the "
+            "threshold without registers",
+            bootstrap(mean, without.to_numpy(), unit="images"),
+        ),
         "S8.registers_remove_outliers": Measured(
-            bool(gone), pair, note + f" (gone: <= {GONE_FRACTION:.0%} of it)"
+            removed,
+            pair,
+            f"{head}, {len(both)} images: {both['without'].mean():.2f} % of patch tokens above "
+            f"the threshold without registers, {share_with:.2f} % with (ratio {removed:.3f})",
+            removal,
         ),
     }
+    lower = _per_image(images, "without", "lower_std").dropna()
+    flat = images[(images.role == "without") & (images.outliers > 0)]
+    if len(lower):
+        interval = bootstrap(mean, lower.to_numpy(), unit="images")
+    else:
+        interval = Interval(-np.inf, np.inf, 0, "bootstrap over images")
+    found["S8.outliers_low_information"] = Measured(
+        mean(lower) if len(lower) else float("nan"),
+        pair,
+        f"{head}: {flat['sample'].nunique()} of {without.size} images have outlier patches "
+        "without registers; "
+        f"mean pixel std of outlier patches {flat.outlier_pixel_std.mean():.4f} vs other patches "
+        f"{flat.other_pixel_std.mean():.4f} on those images; share of (outlier, other) patch "
+        f"pairs of an image where the outlier patch has the lower pixel std, mean over "
+        f"{len(lower)} images: {mean(lower) if len(lower) else float('nan'):.3f}",
+        interval,
+    )
+    return found
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

@@ -6,16 +6,23 @@ damped tokens, the value-norm ratio of the sink, the QK spectrum of W_Q W_K^T, a
 MSE under four conditions: baseline; the sink's value set to zero; the sink's value replaced by
 the value of a non-sink token (token 1 of the same sequence); the sink's attention redirected
 (its weight moved uniformly onto the other visible tokens of each query).
+
+The main run keeps its per-example measurements (table `examples`, one row per evaluation
+sequence), so the claims carry percentile-bootstrap intervals over the evaluation sequences; every
+MSE is bootstrapped with the same resamples (paired across interventions). The QK spectrum is a
+property of the trained weights: exact.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
 from .. import metrics, plotting
+from ..stats import bootstrap, exact
 from ..toys.analysis import late_change
 from ..toys.model import ToyConfig, ToyTransformer
 from ..toys.tasks import NopTask
@@ -50,14 +57,15 @@ def intervention(name: str):
 
 @torch.no_grad()
 def _analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) -> dict[str, Any]:
-    """Interventions, sink statistics and QK spectrum of a trained U1 model."""
+    """Interventions, sink statistics and QK spectrum of a trained U1 model, with the
+    per-sequence measurements behind the means (`examples`)."""
     x, y, info = task.sample(n_eval, torch.Generator().manual_seed(eval_seed))
     device = next(model.parameters()).device
     x, y = x.to(device), y.to(device)
-    mse = {}
+    examples = {}
     for name in INTERVENTIONS:
         out, _ = model(x, edit=intervention(name))
-        mse[name] = torch.nn.functional.mse_loss(out, y).item()
+        examples[f"mse {name}"] = ((out - y) ** 2).mean(dim=(1, 2)).cpu()
     _, records = model(x, record=True)
     rec = records[0]
     attn = rec["attn"][:, 0].cpu()  # (B, T, T) with the BOS at 0
@@ -68,18 +76,26 @@ def _analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) 
     w = model.blocks[0].attn.per_head()
     sigma = metrics.qk_spectrum(w["q"][0], w["k"][0])
     events = metrics.sink_events(attn, metrics.causal_mask(attn.shape[-1]), sink)
+    examples |= {
+        "value_ratio": metrics.value_norm_ratio(values, sink),
+        "bos_sum_nop": (bos_mass * ~damped).sum(-1),
+        "n_nop": (~damped).sum(-1),
+        "bos_sum_damped": (bos_mass * damped).sum(-1),
+        "n_damped": damped.sum(-1),
+    }
     return {
-        "mse": mse,
+        "mse": {name: examples[f"mse {name}"].mean().item() for name in INTERVENTIONS},
         "bos_mass_nop": bos_mass[~damped].mean().item(),
         "bos_mass_damped": bos_mass[damped].mean().item(),
         "self_mass_damped": attn[:, 1:, 1:].diagonal(dim1=-2, dim2=-1)[damped].mean().item(),
-        "value_ratio": metrics.value_norm_ratio(values, sink).mean().item(),
+        "value_ratio": examples["value_ratio"].mean().item(),
         "sink_event_share": events["relaxed"].float().mean().item(),
         "qk_sigma": sigma,
         "spectral_peak": metrics.spectral_peak(sigma).item(),
         "attn_sample": attn[0],
         "damped_sample": damped[0],
         "value_norms": values.norm(dim=-1).mean(0),
+        "examples": pd.DataFrame({k: v.numpy() for k, v in examples.items()}),
     }
 
 
@@ -131,6 +147,7 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
         )
         curves.append(curve.assign(gamma=gamma, p=p))
         if main:
+            examples = res["examples"].rename_axis("example").reset_index()
             attn = res["attn_sample"]
             n = attn.shape[0]
             attention = pd.DataFrame(
@@ -165,6 +182,7 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
         "curves": pd.concat(curves),
         "attention": attention,
         "profile": profile,
+        "examples": examples,
     }
 
 
@@ -172,50 +190,98 @@ def _model(recipe: dict[str, Any]) -> str:
     return f"1-layer 1-head toy, d={recipe['width']}, L={recipe['length']}, learned BOS"
 
 
+def _routing(bos_sum_nop, n_nop, bos_sum_damped, n_damped) -> float:
+    """Mean BOS attention of the NOP queries minus that of the damped queries, pooled over the
+    sequences given (sums and counts per sequence)."""
+    return bos_sum_nop.sum() / n_nop.sum() - bos_sum_damped.sum() / n_damped.sum()
+
+
+def _ratio(numerator, denominator) -> float:
+    return numerator.mean() / denominator.mean()
+
+
 def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
-    """The main run's numbers; the notes add its attention masses, its training curve and the
+    """The main run's numbers with bootstrap intervals over its evaluation sequences (the QK
+    spectral peak: exact); the notes add its attention masses, its training curve and the
     sweep."""
-    summary, curves = tables["summary"], tables["curves"]
+    summary, curves, ex = tables["summary"], tables["curves"], tables["examples"]
     main = summary[summary["main"]].iloc[0]
     sweep = summary[~summary["main"]]
     curve = curves[(curves.gamma == main["gamma"]) & (curves.p == main["p"])]
-    baseline = main["mse baseline"]
-    where = (
-        f"gamma={main['gamma']}, p={main['p']} (lambda={main['lambda']:.3f}): NOP queries put "
-        f"{main['bos_mass_nop']:.2f} of their attention on the BOS, damped queries "
-        f"{main['bos_mass_damped']:.2f} on the BOS and {main['self_mass_damped']:.2f} on "
+    n = len(ex)
+    unit = "sequences"
+    run = f"gamma={main['gamma']}, p={main['p']} (lambda={main['lambda']:.3f}), {n} sequences"
+    routing_columns = [ex[c].to_numpy(float) for c in ("bos_sum_nop", "n_nop")] + [
+        ex[c].to_numpy(float) for c in ("bos_sum_damped", "n_damped")
+    ]
+    nop_mass = routing_columns[0].sum() / routing_columns[1].sum()
+    damped_mass = routing_columns[2].sum() / routing_columns[3].sum()
+    routing = (
+        f"{run}: NOP queries put {nop_mass:.3f} of their attention on the BOS "
+        f"({int(routing_columns[1].sum())} queries), damped queries {damped_mass:.3f} "
+        f"({int(routing_columns[3].sum())} queries) and {main['self_mass_damped']:.3f} on "
         f"themselves; relaxed sink-event share {main['sink_event_share']:.2f}"
-    )
-    sweep_mass = "".join(
-        f"; gamma={r.gamma}, p={r.p} (lambda={r['lambda']:.3f}): NOP queries' BOS mass "
-        f"{r.bos_mass_nop:.2f}, value-norm ratio {r.value_ratio:.3f}"
+    ) + "".join(
+        f"; gamma={r.gamma}, p={r.p}: BOS mass of NOP queries {r.bos_mass_nop:.3f}, of damped "
+        f"queries {r.bos_mass_damped:.3f}"
         for _, r in sweep.iterrows()
     )
-    training = f"; eval MSE over the last fifth of training {late_change(curve)}" + "".join(
+    ratio = ex["value_ratio"].to_numpy(float)
+    value_note = (
+        f"{run}: ||v_BOS|| / mean_j ||v_j|| per sequence {ratio.min():.3f}-{ratio.max():.3f}"
+    ) + "".join(
+        f"; gamma={r.gamma}, p={r.p}: value-norm ratio {r.value_ratio:.3f}"
+        for _, r in sweep.iterrows()
+    )
+    sigma = tables["profile"].query("kind == 'qk singular value'").value.to_numpy(float)
+    spectrum = (
+        "largest singular values of W_Q W_K^T of the trained head: "
+        + ", ".join(f"{v:.3g}" for v in sigma[:3])
+        + f" (of {len(sigma)})"
+    )
+    training = f"; eval MSE over the last fifth of training: {late_change(curve)}" + "".join(
         f"; gamma={r.gamma}, p={r.p}: baseline MSE {r['mse baseline']:.4f}"
         for _, r in sweep.iterrows()
     )
-    values = {
-        "U1.sink_value_ratio": (main["value_ratio"], where + sweep_mass),
-        "U1.qk_spectral_peak": (main["spectral_peak"], where),
-        "U1.mse_baseline": (baseline, where + training),
-        "U1.mse_zero_sink_value": (
-            main["mse zero sink value"],
-            f"zero sink value / baseline MSE = {main['mse zero sink value'] / baseline:.3f}; "
-            f"sink value-norm ratio {main['value_ratio']:.3f}" + training,
+    mse = {name: ex[f"mse {name}"].to_numpy(float) for name in INTERVENTIONS}
+    baseline = mse["baseline"]
+
+    def versus(name: str) -> str:
+        """The intervention's MSE over the baseline's, with its paired bootstrap interval."""
+        value = _ratio(mse[name], baseline)
+        interval = bootstrap(_ratio, mse[name], baseline, unit=unit)
+        return (
+            f"{run}: {name} / baseline MSE = {value:.3f} [{interval.low:.3f}, "
+            f"{interval.high:.3f}] (paired bootstrap); baseline MSE {baseline.mean():.4f}"
+        )
+
+    model = _model(settings["recipe"])
+
+    def mean_of(values, note: str) -> Measured:
+        return Measured(float(np.mean(values)), model, note, bootstrap(np.mean, values, unit=unit))
+
+    return {
+        "U1.sink_value_ratio": mean_of(ratio, value_note),
+        "U1.nop_routed_to_sink": Measured(
+            float(_routing(*routing_columns)),
+            model,
+            routing,
+            bootstrap(_routing, *routing_columns, unit=unit),
         ),
-        "U1.mse_donor_value": (
-            main["mse donor value"],
-            where + f"; donor / baseline MSE = {main['mse donor value'] / baseline:.1f}x",
+        "U1.qk_spectral_peak": Measured(
+            float(main["spectral_peak"]), model, spectrum, exact(main["spectral_peak"])
         ),
-        "U1.mse_redirect": (
-            main["mse redirect sink attention"],
-            where
-            + f"; redirect / baseline MSE = {main['mse redirect sink attention'] / baseline:.1f}x",
+        "U1.mse_baseline": mean_of(baseline, f"{run}" + training),
+        "U1.mse_zero_sink_value": mean_of(
+            mse["zero sink value"],
+            versus("zero sink value") + f"; value-norm ratio {ratio.mean():.3f}",
+        ),
+        "U1.mse_donor_value": mean_of(mse["donor value"], versus("donor value")),
+        "U1.mse_redirect": mean_of(
+            mse["redirect sink attention"],
+            versus("redirect sink attention") + f"; NOP queries' BOS mass {nop_mass:.3f}",
         ),
     }
-    model = _model(settings["recipe"])
-    return {cid: Measured(float(value), model, note) for cid, (value, note) in values.items()}
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):

@@ -3,7 +3,8 @@
 
 Per seed and layer, with the shared metrics: attention inflow to j* (mean over queries of
 A_{i j*}), the value-norm ratio at j*, the stable rank of the head update A V W_O and its norm
-relative to the input. The hub is the layer with the larger inflow.
+relative to the input. The hub is the layer with the larger inflow. Claims are means over the
+seeds with t-intervals (`stats.over_seeds`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pandas as pd
 import torch
 
 from .. import metrics, plotting
+from ..stats import over_seeds
 from ..toys.analysis import late_change
 from ..toys.model import ToyConfig, ToyTransformer
 from ..toys.tasks import BroadcastTask
@@ -90,29 +92,38 @@ def _model(recipe: dict[str, Any]) -> str:
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
-    """Means over seeds of the hub layer; the note gives the other layer and the training."""
+    """Means over seeds of the hub layer, with t-intervals over the seeds; the note gives the
+    per-seed values, the other layer and the end of training."""
     layers = tables["layers"]
-    hub = layers[layers.role == "hub"]
+    hub = layers[layers.role == "hub"].sort_values("seed")
     other = layers[layers.role == "other"]
     recipe = settings["recipe"]
     training = "; ".join(
         f"seed {seed} {late_change(curve)}" for seed, curve in tables["curves"].groupby("seed")
     )
-    note = (
-        f"seeds per hub layer (0-based): {hub.layer.value_counts().sort_index().to_dict()}; "
-        f"the other layer: inflow to j* {other.inflow_jstar.mean():.2f} (uniform attention: "
-        f"1/L = {1 / recipe['length']:.3f}), value-norm ratio {other.value_ratio.mean():.2f}, "
-        f"stable rank {other.srank.mean():.2f}, update norm / input norm "
-        f"{other.update_rel_norm.mean():.2f}; eval MSE over the last fifth of training: " + training
+    context = (
+        f"{len(hub)} seeds; hub layer (0-based) per seed: "
+        f"{hub.layer.value_counts().sort_index().to_dict()}; the other layer (means over seeds): "
+        f"inflow to j* {other.inflow_jstar.mean():.3f} (1/L = {1 / recipe['length']:.3f}), "
+        f"value-norm ratio {other.value_ratio.mean():.2f}, stable rank {other.srank.mean():.2f}, "
+        f"update norm / input norm {other.update_rel_norm.mean():.2f}"
     )
-    values = {
-        "U2.mse": hub.mse.mean(),
-        "U2.hub_inflow": hub.inflow_jstar.mean(),
-        "U2.hub_srank": hub.srank.mean(),
-        "U2.hub_value_ratio": hub.value_ratio.mean(),
+    columns = {
+        "U2.mse": ("mse", "task MSE"),
+        "U2.hub_inflow": ("inflow_jstar", "hub inflow to j*"),
+        "U2.hub_srank": ("srank", "hub update stable rank"),
+        "U2.hub_value_ratio": ("value_ratio", "hub value-norm ratio at j*"),
     }
     model = _model(recipe)
-    return {cid: Measured(float(value), model, note) for cid, value in values.items()}
+    measured = {}
+    for cid, (column, what) in columns.items():
+        values = hub[column].to_numpy(float)
+        per_seed = ", ".join(f"{v:.4g}" for v in values)
+        note = f"{what} per seed: {per_seed}; {context}"
+        if cid == "U2.mse":
+            note += f"; eval MSE over the last fifth of training: {training}"
+        measured[cid] = Measured(float(values.mean()), model, note, over_seeds(values))
+    return measured
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):

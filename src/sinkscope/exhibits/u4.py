@@ -1,27 +1,85 @@
 """U4 (Unifying View): head specialization. Per (layer, head), the % of inputs with a sink event
-(relaxed and strict rules); the claim: the highest relaxed rate of a head from layer 1 on."""
+(relaxed and strict rules), and per (input, layer, head) the relaxed event flag. The claims, over
+the heads of layers >= 1 and bootstrapped over the inputs: the highest relaxed rate of a head,
+and how far that head's rate exceeds the mean rate of the other heads of its layer."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
 from .. import plotting
+from ..stats import Interval
 from . import Measured, read_tables, stack
+
+FIRST_LAYER = 1  # the claims look at the heads of layers >= 1
 
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     heads = read_tables(inputs["heads"], settings["models"])
-    return {"table": stack({m: dx.head_specialization(h) for m, h in heads.items()})}
+    return {
+        "table": stack({m: dx.head_specialization(h) for m, h in heads.items()}),
+        "per_input": stack(
+            {m: dx.per_input_heads(h, ["event_relaxed"], FIRST_LAYER) for m, h in heads.items()}
+        ),
+    }
+
+
+def rates(events: np.ndarray) -> np.ndarray:
+    """% of inputs with a sink event per (layer, head), from flags (inputs, layers, heads)."""
+    return 100 * events.mean(0)
+
+
+def best_head(events: np.ndarray) -> tuple[int, int]:
+    """(layer index, head) of the highest rate."""
+    found = rates(events)
+    return np.unravel_index(int(np.argmax(found)), found.shape)
+
+
+def highest_rate(events: np.ndarray) -> float:
+    return float(rates(events).max())
+
+
+def gap_to_layer(events: np.ndarray) -> float:
+    """The highest rate minus the mean rate of the other heads of its layer (percentage points;
+    NaN for a layer of one head)."""
+    found = rates(events)
+    layer, head = best_head(events)
+    others = np.delete(found[layer], head)
+    return float(found[layer, head] - others.mean()) if len(others) else float("nan")
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
-    table = tables["table"][tables["table"].model == model]
-    counted = table[table.layer >= 1]
-    best = counted.loc[counted.pct_relaxed.idxmax()]
-    note = f"layer {int(best.layer)}, head {int(best['head'])}"
-    return {"U4.specialised_heads": Measured(float(best.pct_relaxed), model, note)}
+    if model not in set(tables["table"].model):
+        return {}  # the claim model is not in this run: its claims are not measured
+    per_input = tables["per_input"][tables["per_input"].model == model]
+    if per_input.empty:
+        note = f"no heads in layers >= {FIRST_LAYER}"
+        nothing = Measured(
+            float("nan"), model, note, Interval(-np.inf, np.inf, 0, "bootstrap over images")
+        )
+        return dict.fromkeys(("U4.specialised_heads", "U4.neighbours_do_not"), nothing)
+    events = dx.grid(per_input, ["sample", "layer", "head"], "event_relaxed").astype(float)
+    layers = np.sort(per_input.layer.unique())
+    highest, interval = dx.over_inputs(highest_rate, events, unit="images")
+    gap, gap_interval = dx.over_inputs(gap_to_layer, events, unit="images")
+    found = rates(events)
+    layer, head = best_head(events)
+    where = f"layer {layers[layer]}, head {head}"
+    best = f"{where}: a sink event on {found[layer, head]:.1f} % of {len(events)} images"
+    others = np.delete(found[layer], head)
+    neighbours = (
+        f"; the other {len(others)} heads of layer {layers[layer]}: mean {others.mean():.1f} %, "
+        f"max {others.max():.1f} %"
+        if len(others)
+        else f"; layer {layers[layer]} has no other head"
+    )
+    return {
+        "U4.specialised_heads": Measured(float(highest), model, best, interval),
+        "U4.neighbours_do_not": Measured(float(gap), model, best + neighbours, gap_interval),
+    }
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

@@ -1,14 +1,19 @@
 """U5 (Unifying View): dual regimes of sink events. Every counted sink event by value-norm ratio
-and stable rank, and the events per class and depth band; the claim: the NOP share of the events
-is higher in the early and middle thirds than in the deep third, the Broadcast share lower."""
+and stable rank, the events per class and depth band, and per (input, band) the events of each
+class. The claim, bootstrapped over the inputs: the NOP share of the events is higher in the
+early and middle thirds than in the deep third, and the Broadcast share higher in the deep
+third; measured as the smaller of the two differences (positive when both hold)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
 from .. import plotting
 from . import Measured, read_tables, stack
+
+NOP, BROADCAST = dx.CLASSES.index("NOP"), dx.CLASSES.index("Broadcast")
 
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
@@ -17,30 +22,66 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
     return {
         "table": stack({m: f[dx.EVENT_COLUMNS] for m, f in found.items()}),
         "counts": stack({m: dx.regime_counts(f) for m, f in found.items()}),
+        "per_input": stack({m: dx.per_input_classes(h, found[m]) for m, h in heads.items()}),
     }
+
+
+def by_depth(per_input: pd.DataFrame) -> np.ndarray:
+    """Events per (input, depth: early + middle, deep, class) of one model."""
+    shallow = per_input[per_input.band != "deep"].groupby("sample")[dx.CLASSES].sum()
+    deep = per_input[per_input.band == "deep"].groupby("sample")[dx.CLASSES].sum()
+    return np.stack([shallow.to_numpy(), deep.reindex(shallow.index).to_numpy()], axis=1)
+
+
+def shares(counts: np.ndarray) -> np.ndarray:
+    """Share of each class among the events of early + middle and of deep layers: (2, classes),
+    NaN where a depth has no events."""
+    total = counts.sum(0).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total / total.sum(-1, keepdims=True)
+
+
+def differences(counts: np.ndarray) -> tuple[float, float]:
+    """(NOP share early + middle - deep, Broadcast share deep - early + middle)."""
+    found = shares(counts)
+    return found[0, NOP] - found[1, NOP], found[1, BROADCAST] - found[0, BROADCAST]
+
+
+def both(counts: np.ndarray) -> float:
+    return float(np.min(differences(counts)))  # NaN when a depth has no events
+
+
+def total(counts: np.ndarray) -> float:
+    return float(counts.sum())
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
-    n_events = int((tables["table"].model == model).sum())
-    counts = tables["counts"]
-    counts = counts[counts.model == model].set_index("band")[dx.CLASSES]
-    shallow, deep = counts.loc[["early", "middle"]].sum(), counts.loc["deep"]
-
-    def share(row: pd.Series, cls: str) -> float:
-        total = row.sum()
-        return row[cls] / total if total else float("nan")
-
-    nop = (share(shallow, "NOP"), share(deep, "NOP"))
-    broadcast = (share(shallow, "Broadcast"), share(deep, "Broadcast"))
-    holds = bool(nop[0] > nop[1] and broadcast[1] > broadcast[0])
-    note = (
-        f"NOP share early/middle {nop[0]:.2f} vs deep {nop[1]:.2f}; Broadcast share "
-        f"early/middle {broadcast[0]:.2f} vs deep {broadcast[1]:.2f}; {n_events} events"
-    )
+    per_input = tables["per_input"][tables["per_input"].model == model]
+    if per_input.empty:
+        return {}  # the claim model is not in this run: its claims are not measured
+    counts = by_depth(per_input)
+    value, interval = dx.over_inputs(both, counts, unit="images")
+    n_events, events_interval = dx.over_inputs(total, counts, unit="images")
+    shallow, deep = counts.sum((0, 2))
+    events = f"{shallow} early+middle and {deep} deep events over {len(counts)} images"
+    if shallow and deep:
+        found, (nop, broadcast) = shares(counts), differences(counts)
+        note = (
+            f"NOP share early+middle {found[0, NOP]:.2f} vs deep {found[1, NOP]:.2f} "
+            f"(difference {nop:+.2f}); Broadcast share deep {found[1, BROADCAST]:.2f} vs "
+            f"early+middle {found[0, BROADCAST]:.2f} (difference {broadcast:+.2f}); {events}"
+        )
+    else:
+        note = f"{events}: a depth without events has no class shares"
     return {
-        "U5.nop_early_broadcast_deep": Measured(holds, model, note),
-        "U5.sink_events": Measured(n_events, model, f"{n_events} sink events"),
+        "U5.nop_early_broadcast_deep": Measured(float(value), model, note, interval),
+        "U5.sink_events": Measured(
+            int(n_events),
+            model,
+            f"{int(n_events)} counted sink events over {len(counts)} images",
+            events_interval,
+        ),
     }
 
 

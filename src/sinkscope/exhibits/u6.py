@@ -1,14 +1,18 @@
 """U6 (Unifying View): sinks on registers. The counted sink events that sit on a register, for
-the models with registers, by value-norm ratio and stable rank and per class and depth band; the
-claim: the % of them that are NOP."""
+the models with registers, by value-norm ratio and stable rank, per class and depth band, and
+per (input, band) per class; the claim: the % of them that are NOP, bootstrapped over the
+inputs."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
 from .. import plotting
 from . import Measured, read_tables, stack
+
+NOP = dx.CLASSES.index("NOP")
 
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
@@ -18,17 +22,35 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
     return {
         "table": stack({m: f[dx.EVENT_COLUMNS] for m, f in on_registers.items()}),
         "counts": stack({m: dx.regime_counts(f) for m, f in on_registers.items()}),
+        "per_input": stack({m: dx.per_input_classes(h, on_registers[m]) for m, h in heads.items()}),
     }
+
+
+def nop_percent(counts: np.ndarray) -> float:
+    """% NOP among the events of (inputs, classes); NaN without events."""
+    total = counts.sum()
+    return float(100 * counts[:, NOP].sum() / total) if total else float("nan")
+
+
+def total(counts: np.ndarray) -> float:
+    return float(counts.sum())
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
-    table = tables["table"][tables["table"].model == model]
-    nop = 100 * float((table.sink_class == "NOP").mean()) if len(table) else 0.0
-    note = f"{len(table)} register sink events"
+    per_input = tables["per_input"][tables["per_input"].model == model]
+    if per_input.empty:
+        return {}  # the claim model is not in this run: its claims are not measured
+    counts = per_input.groupby("sample")[dx.CLASSES].sum().to_numpy()  # (inputs, classes)
+    nop, interval = dx.over_inputs(nop_percent, counts, unit="images")
+    n_events, events_interval = dx.over_inputs(total, counts, unit="images")
+    note = (
+        f"{counts[:, NOP].sum()} NOP of {int(n_events)} register sink events "
+        f"over {len(counts)} images"
+    )
     return {
-        "U6.registers_mostly_nop": Measured(nop, model, note),
-        "U6.register_events": Measured(len(table), model, note),
+        "U6.registers_mostly_nop": Measured(nop, model, note, interval),
+        "U6.register_events": Measured(int(n_events), model, note, events_interval),
     }
 
 

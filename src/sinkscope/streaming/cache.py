@@ -100,10 +100,13 @@ class _StepCache:
     def __init__(self, store: KVStore, rotary: Rotary, m: int):
         self.store, self.m = store, m
         self.unrotate, self.place = rotary.by(torch.tensor([-(m - 1)])), rotary.by(torch.arange(m))
+        self.attended: list[int] = []  # per layer: the keys handed to its attention
 
     def update(self, keys: torch.Tensor, values: torch.Tensor, layer: int, *args, **kwargs):
         self.store.append(layer, self.unrotate(keys, layer), values)
-        return self.place(self.store.keys[layer], layer), self.store.values[layer]
+        placed = self.place(self.store.keys[layer], layer)
+        self.attended.append(placed.shape[-2])
+        return placed, self.store.values[layer]
 
     def get_seq_length(self, layer: int = 0) -> int:
         return self.m - 1
@@ -139,6 +142,7 @@ class StreamingLM:
         self.store = KVStore(len(self.windows))
         self.recent: list[int] = []  # the token ids of the re-computation window
         self.t = 0
+        self.attended = 0  # keys the last step's attention received, summed over layers
 
     @torch.no_grad()
     def prefill(self, ids: torch.Tensor) -> torch.Tensor:
@@ -190,6 +194,7 @@ class StreamingLM:
             use_cache=True,
         ).logits[0, -1]
         self.store.index = kept
+        self.attended = sum(cache.attended)
         return logits
 
     def cache_tokens(self) -> int:
@@ -197,4 +202,12 @@ class StreamingLM:
         return len(self.recent) if self.policy.kind == "recompute" else len(self.store)
 
     def cache_bytes(self) -> int:
+        """Bytes of the key and value tensors the cache holds (all layers)."""
         return self.store.nbytes()
+
+    def attended_keys(self) -> int:
+        """The keys the attention of the last step received, summed over layers: its cost per
+        head (a layer with its own sliding window masks the older ones, but receives them)."""
+        if self.policy.kind == "recompute":
+            raise ValueError("re-computation re-encodes its window: no cache is attended")
+        return self.attended

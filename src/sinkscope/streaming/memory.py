@@ -3,11 +3,15 @@
 SAM 2's memory bank is a sinks + window policy over frames: the prompted first frames are
 kept for the whole video beside the 6 most recent ones. The same `Policy` therefore gives
 the memory of SAM 2 (per frame) and of StreamingLLM (per token); the full cache keeps all.
-`measured_cache` checks the accounting on a real cache.
+`stream_cost` is the accounting; `measured_cache` measures a real model's KV cache as it
+streams: the bytes of the key and value tensors it holds and the keys its attention receives
+at every step. `spread` and `loglog_slope` summarise a measured series (constant: spread 1;
+growing in proportion to the stream: slope 1).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -39,20 +43,26 @@ def stream_cost(
     return pd.DataFrame(rows)
 
 
-def is_constant(values: pd.Series, after: int) -> bool:
-    """Whether a per-step series stays at one value from step `after` on."""
-    tail = values.iloc[after:]
-    return len(tail) > 1 and tail.nunique() == 1
+def spread(values) -> float:
+    """max / min of a positive per-step series: 1 when it stays constant."""
+    values = np.asarray(values, dtype=float)
+    return float(values.max() / values.min())
 
 
-def grows(values: pd.Series) -> bool:
-    """Whether a per-step series rises from start to end and never falls."""
-    return bool(values.iloc[-1] > values.iloc[0] and values.diff().dropna().ge(0).all())
+def loglog_slope(steps, values) -> float:
+    """The least-squares slope of log(values) against log(tokens streamed = step + 1): 1 for a
+    series that grows in proportion to the stream, 0 for a constant one."""
+    x = np.log(np.asarray(steps, dtype=float) + 1)
+    y = np.log(np.asarray(values, dtype=float))
+    x = x - x.mean()
+    return float((x * (y - y.mean())).sum() / (x**2).sum())
 
 
 @torch.no_grad()
 def measured_cache(model: torch.nn.Module, ids: torch.Tensor, policy: Policy) -> pd.DataFrame:
-    """KV-cache bytes and tokens held after each step of a real StreamingLM run."""
+    """Per step of a real StreamingLM run: the tokens the cache holds, the bytes of its key and
+    value tensors (all layers) and the keys the step's attention received (summed over
+    layers)."""
     lm = StreamingLM(model, policy)
     rows = []
     for step, token in enumerate(ids.tolist()):
@@ -62,6 +72,7 @@ def measured_cache(model: torch.nn.Module, ids: torch.Tensor, policy: Policy) ->
                 "step": step,
                 "cache_tokens": lm.cache_tokens(),
                 "cache_bytes": lm.cache_bytes(),
+                "attended_keys": lm.attended_keys(),
                 "policy": policy.name,
             }
         )

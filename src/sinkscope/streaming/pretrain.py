@@ -195,20 +195,24 @@ def load(path) -> tuple[LlamaForCausalLM, str]:
 
 @torch.no_grad()
 def first_token_mass(model: LlamaForCausalLM, windows: torch.Tensor) -> list[dict[str, float]]:
-    """Per layer: mean attention of queries i >= 1 on the first key, and on the sink logit."""
+    """Per window and layer, means over heads: the first key's alpha (mean attention of the
+    queries that see it, `sinkscope.metrics.first_token_alpha`) and the weight left on the sink
+    logit by queries i >= 1."""
     from ..metrics import causal_mask, first_token_alpha
 
     out = model(input_ids=windows, output_attentions=True)
     visible = causal_mask(windows.shape[1])
     rows = []
     for layer, attn in enumerate(out.attentions):
-        first = first_token_alpha(attn, visible)  # (batch, heads)
-        spare = 1 - attn.sum(-1)[..., 1:].mean(-1)  # weight left on the sink logit
-        rows.append(
+        first = first_token_alpha(attn, visible).mean(-1)  # (batch,): mean over heads
+        spare = (1 - attn.sum(-1)[..., 1:].mean(-1)).mean(-1)  # weight left on the sink logit
+        rows += [
             {
+                "window": window,
                 "layer": layer,
-                "first_token_mass": float(first.mean()),
-                "sink_logit_mass": float(spare.mean()),
+                "first_token_mass": float(first[window]),
+                "sink_logit_mass": float(spare[window]),
             }
-        )
+            for window in range(len(windows))
+        ]
     return rows

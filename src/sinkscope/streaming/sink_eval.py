@@ -1,47 +1,74 @@
-"""Evaluation of the small LMs pretrained with sink variants (S6, S7) on held-out bytes."""
+"""Evaluation of the small LMs pretrained with sink variants (S6, S7) on held-out bytes.
+
+The held-out text is cut into evaluation windows, each streamed on its own from its first byte,
+so every window has its own initial tokens; the exhibits resample these windows.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from .evaluate import nll_fast
+from .evaluate import nll_fast_many
 from .policies import Policy
 from .pretrain import SINK_TOKEN, first_token_mass
+
+
+def eval_windows(held_out: np.ndarray, tokens: int, windows: int, cache: int) -> torch.Tensor:
+    """The first `tokens` held-out bytes as `windows` equal evaluation windows (windows, length);
+    each must be longer than the cache plus one, so that some bytes are scored after it fills."""
+    length = tokens // windows
+    if length < cache + 2:
+        raise ValueError(
+            f"streaming.pretrain: eval_tokens {tokens} in {windows} eval_windows gives windows of "
+            f"{length} bytes; a window needs at least cache + 2 = {cache + 2}"
+        )
+    if len(held_out) < windows * length:
+        raise ValueError(
+            f"streaming.pretrain: {windows} windows of {length} bytes need {windows * length} "
+            f"held-out bytes; the corpus holds out {len(held_out)}"
+        )
+    return torch.from_numpy(held_out[: windows * length].copy().reshape(windows, length))
 
 
 def streaming_ppl(
     model: torch.nn.Module,
     variant: str,
-    text: torch.Tensor,
+    windows: torch.Tensor,
     cache: int,
     sinks: list[int],
     chunk: int,
 ) -> list[dict]:
-    """PPL of one model on the held-out stream for each number of kept initial tokens.
+    """Per number of kept initial tokens and evaluation window: the mean NLL (nats per byte)
+    of the bytes predicted once the cache is full.
 
-    The `sink_token` model reads its sink token first; PPL is over the same text bytes for
-    every variant (text positions >= 1).
+    Each window (a row of `windows`) is streamed from its first byte. The `sink_token` model
+    reads its sink token first; every variant is scored on the same text bytes: those after the
+    first `cache` + 1 of the window, where every variant's cache has started to evict.
     """
     prefix = [SINK_TOKEN] if variant == "sink_token" else []
-    stream = torch.cat((torch.tensor(prefix, dtype=torch.long), text))
+    policies = [Policy("cache", cache, k) for k in sinks]
     rows = []
-    for k in sinks:
-        nll = nll_fast(model, stream, Policy("cache", cache, k), chunk)[len(prefix) :]
-        rows.append(
-            {
-                "variant": variant,
-                "sinks": k,
-                "condition": f"{k}+{cache - k}",
-                "tokens": len(nll),
-                "ppl": float(np.exp(nll.mean().item())),
-            }
-        )
+    for window, text in enumerate(windows):
+        stream = torch.cat((torch.tensor(prefix, dtype=torch.long), text))
+        scored = nll_fast_many(model, stream, policies, chunk)
+        for k, nll in zip(sinks, scored, strict=True):
+            nll = nll[len(prefix) :][cache:]  # entry i predicts text byte i + 1
+            rows.append(
+                {
+                    "variant": variant,
+                    "sinks": k,
+                    "condition": f"{k}+{cache - k}",
+                    "window": window,
+                    "tokens": len(nll),
+                    "nll": float(nll.mean()),
+                }
+            )
     return rows
 
 
 def attention_mass(model: torch.nn.Module, variant: str, windows: torch.Tensor) -> list[dict]:
-    """Per layer: attention mass on the first token and on the sink logit, over held-out windows
+    """Per held-out window and layer: attention mass on the first token and on the sink logit
     (the `sink_token` model reads its sink token first, in place of the last byte)."""
     if variant == "sink_token":
         windows = torch.cat((torch.full((len(windows), 1), SINK_TOKEN), windows[:, :-1]), 1)

@@ -1,8 +1,10 @@
 """Measurements on trained toys shared by their exhibits: where the off queries of a switch
-model attend (D4, D5), how much the evaluation loss still moved late in training (U1, U2, D4)."""
+model attend (D4, D5), how much the evaluation loss still moved late in training (U1, U2, D4,
+D5)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -11,12 +13,28 @@ from .model import ToyTransformer
 from .tasks import SwitchTask
 
 
+def late_slope(curve: pd.DataFrame) -> tuple[float, float, float, float]:
+    """The evaluation loss over the last fifth of training: (first step, loss there, loss at the
+    end, least-squares slope of the loss per 1000 steps). The window starts at the last logged
+    step at or before 80 % of training, so two logged steps give a slope; one gives nan."""
+    curve = curve.sort_values("step")
+    steps, loss = curve.step.to_numpy(float), curve.eval_loss.to_numpy(float)
+    before = np.flatnonzero(steps <= 0.8 * steps.max())
+    start = before[-1] if len(before) else 0
+    window_steps, window_loss = steps[start:], loss[start:]
+    slope = np.polyfit(window_steps, window_loss, 1)[0] * 1000 if len(window_steps) > 1 else np.nan
+    return float(window_steps[0]), float(window_loss[0]), float(window_loss[-1]), float(slope)
+
+
 def late_change(curve: pd.DataFrame) -> str:
-    """Eval MSE at 80 % of training and at its end, and the relative change between them."""
-    before = curve[curve.step <= 0.8 * curve.step.max()]
-    start = (before if len(before) else curve).eval_loss.iloc[-1]
-    end = curve.eval_loss.iloc[-1]
-    return f"{start:.4g} -> {end:.4g} ({end / start - 1:+.1%})"
+    """The evaluation loss over the last fifth of training in words: the loss at the window's
+    first and last logged steps and its least-squares slope per 1000 steps."""
+    first, start, end, slope = late_slope(curve)
+    last = int(curve.step.max())
+    return (
+        f"{start:.4g} at step {int(first)} -> {end:.4g} at step {last}, "
+        f"slope {slope:+.2g} per 1000 steps"
+    )
 
 
 @torch.no_grad()

@@ -1,0 +1,299 @@
+"""The small LMs pretrained with sink variants (S6, S7): sink-logit attention, training
+determinism, their evaluation over held-out windows, and the S6 / S7 claims on crafted tables
+with the measured value clearly on each side of the catalogue's threshold."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from sinkscope.exhibits import s6, s7
+from sinkscope.exhibits.registry import EXHIBITS
+from sinkscope.scorecard import judge, load_claims
+from sinkscope.streaming.pretrain import (
+    build_model,
+    corpus_bytes,
+    load,
+    save,
+    sink_logit_attention,
+    train,
+)
+from sinkscope.streaming.sink_eval import attention_mass, eval_windows, streaming_ppl
+
+ARCH = {"d_model": 16, "n_layers": 1, "n_heads": 2, "context": 16}
+CHECKS = {claim["id"]: claim["check"] for claim in load_claims()}
+
+
+def test_sink_logit_attention_known_answer():
+    """S1's numbers through the attention function: a sink logit of 3 takes 77 % of the weight,
+    and a zero sink logit gives softmax + 1: e^s / (1 + sum e^s)."""
+    scores = torch.tensor([0.1, -0.2, 0.0, 0.2, -0.1, 0.0])
+    query = torch.ones(1, 1, 1, 1)
+    keys = scores.view(1, 1, 6, 1)
+    values = torch.randn(1, 1, 6, 4)
+    module = SimpleNamespace(num_key_value_groups=1, training=False, sink_logit=torch.tensor([3.0]))
+    _, weights = sink_logit_attention(module, query, keys, values, None, scaling=1.0)
+    assert f"{100 * (1 - weights.sum()):.0f}" == "77"
+    module.sink_logit = torch.zeros(1)
+    _, weights = sink_logit_attention(module, query, keys, values, None, scaling=1.0)
+    assert torch.allclose(weights.flatten(), scores.exp() / (1 + scores.exp().sum()))
+    module.sink_logit = None
+    _, weights = sink_logit_attention(module, query, keys, values, None, scaling=1.0)
+    assert torch.allclose(weights.flatten(), scores.softmax(-1))
+
+
+def test_sink_logit_at_minus_infinity_is_vanilla():
+    learned = build_model("learned_sink", ARCH, 0).eval()
+    vanilla = build_model("vanilla", ARCH, 0).eval()
+    for layer in learned.model.layers:
+        layer.self_attn.sink_logit.data.fill_(-1e9)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    assert torch.allclose(learned(input_ids=ids).logits, vanilla(input_ids=ids).logits, atol=1e-6)
+
+
+def test_training_is_deterministic_and_checkpoints_round_trip(tmp_path):
+    data, held = corpus_bytes("Emma Woodhouse, handsome, clever, and rich. " * 20, 0.1)
+    assert len(held) > 0 and data.max() < 256
+    seeds = {"init": 0, "data": 0}
+    a, hist_a = train("learned_sink", data, ARCH, 3, 2, 1e-3, seeds)
+    b, hist_b = train("learned_sink", data, ARCH, 3, 2, 1e-3, seeds)
+    assert hist_a == hist_b
+    path = tmp_path / "lm.pt"
+    save(a, "learned_sink", ARCH, path, {"rule": "test"})
+    loaded, variant = load(path)
+    ids = torch.tensor([[1, 2, 3]])
+    assert variant == "learned_sink"
+    assert torch.equal(loaded(input_ids=ids).logits, a(input_ids=ids).logits)
+    assert (tmp_path / "lm.pt.prov.json").exists()
+
+
+def test_eval_windows_cut_the_held_out_bytes():
+    held = np.arange(100)
+    windows = eval_windows(held, 64, 4, cache=8)
+    assert windows.shape == (4, 16) and windows[1, 0] == 16
+    with pytest.raises(ValueError, match="cache \\+ 2 = 10"):
+        eval_windows(held, 64, 8, cache=8)  # windows of 8 bytes: nothing scored after the cache
+    with pytest.raises(ValueError, match="holds out 100"):
+        eval_windows(held, 400, 4, cache=8)
+
+
+def test_sink_lm_evaluation_scores_the_same_text_bytes():
+    """The sink-token model reads its sink token first, yet every variant is scored on the same
+    text bytes of every window (those after the first cache + 1); the attention mass has one row
+    per window and layer."""
+    windows = torch.arange(40, 80).view(2, 20)
+    scored = {}
+    for variant in ("vanilla", "sink_token"):
+        model = build_model(variant, ARCH, 0).eval()
+        with torch.inference_mode():
+            rows = streaming_ppl(model, variant, windows, cache=8, sinks=[0, 2], chunk=16)
+            mass = attention_mass(model, variant, windows[:, :16])
+        assert [(r["condition"], r["window"]) for r in rows] == [
+            ("0+8", 0),
+            ("2+6", 0),
+            ("0+8", 1),
+            ("2+6", 1),
+        ]
+        scored[variant] = {r["tokens"] for r in rows}
+        assert [(r["window"], r["layer"]) for r in mass] == [(0, 0), (1, 0)]
+        assert {r["variant"] for r in mass} == {variant}
+    assert scored == {"vanilla": {20 - 1 - 8}, "sink_token": {20 - 1 - 8}}
+
+
+# --- the exhibit functions on crafted tables ----------------------------------------------------
+
+
+def written(tmp_path, name: str, frame: pd.DataFrame) -> str:
+    path = tmp_path / f"{name}.parquet"
+    frame.to_parquet(path)
+    return str(path)
+
+
+def read_back(tmp_path, exhibit: str, tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The tables as the claims and figure jobs see them: written to parquet and read back."""
+    assert list(tables) == list(EXHIBITS[exhibit].tables)
+    return {name: pd.read_parquet(written(tmp_path, name, t)) for name, t in tables.items()}
+
+
+N_WINDOWS = 12
+
+
+def window_table(offsets: dict[str, dict[int, float]]) -> pd.DataFrame:
+    """Per variant, kept tokens and window: mean NLL = a window's own level (shared by every
+    condition, as on real text) + the condition's offset + a little noise; 20 bytes each."""
+    rng = np.random.default_rng(0)
+    level = rng.normal(1.5, 0.2, N_WINDOWS)
+    return pd.DataFrame(
+        [
+            {
+                "variant": variant,
+                "sinks": k,
+                "condition": f"{k}+{8 - k}",
+                "window": w,
+                "tokens": 20,
+                "nll": level[w] + offset + rng.normal(0, 0.002),
+            }
+            for variant, by_sinks in offsets.items()
+            for k, offset in by_sinks.items()
+            for w in range(N_WINDOWS)
+        ]
+    )
+
+
+def attention_table(levels: dict[str, float]) -> pd.DataFrame:
+    """Per variant, window and layer (2 layers): first-token mass around a level."""
+    rng = np.random.default_rng(1)
+    return pd.DataFrame(
+        [
+            {
+                "variant": variant,
+                "window": w,
+                "layer": layer,
+                "first_token_mass": level + rng.normal(0, 0.02),
+                "sink_logit_mass": 0.3 if variant == "learned_sink" else 0.0,
+            }
+            for variant, level in levels.items()
+            for w in range(N_WINDOWS)
+            for layer in (0, 1)
+        ]
+    )
+
+
+def sink_lm_tables(tmp_path, offsets, levels):
+    variants = list(offsets)
+    histories = [
+        written(
+            tmp_path,
+            f"{v}_history",
+            pd.DataFrame({"step": range(3), "loss": [5.0, 4.0, 3.0], "variant": v}),
+        )
+        for v in variants
+    ]
+    inputs = {
+        "ppl": written(tmp_path, "ppl_in", window_table(offsets)),
+        "attention": written(tmp_path, "attention_in", attention_table(levels)),
+        "histories": histories,
+    }
+    s6_tables = s6.tables({k: inputs[k] for k in ("ppl", "histories")}, {})
+    s7_tables = s7.tables({k: inputs[k] for k in ("ppl", "attention")}, {})
+    return read_back(tmp_path, "S6", s6_tables), read_back(tmp_path, "S7", s7_tables)
+
+
+SETTINGS = {"arch": ARCH, "steps": 3, "cache": 8, "scale": "t"}
+
+
+def verdict(found, claim: str) -> bool | None:
+    """The scorecard's judgement of a measured claim (or control) against its catalogue check."""
+    measured = found[claim]
+    interval = measured.interval
+    assert interval.low <= measured.value <= interval.high
+    assert interval.n == N_WINDOWS and interval.basis == "bootstrap over windows"
+    return judge(CHECKS[claim], interval.low, interval.high)
+
+
+def note_number(note: str, label: str) -> float:
+    return float(re.search(rf"{label} (-?[\d.]+)", note).group(1))
+
+
+# the paper's pattern: vanilla and zero sink need several kept tokens, the sink token one, the
+# learned sink none; the vanilla LM has a first-token sink that the learned sink removes
+PAPER_LIKE = {
+    "vanilla": {0: 1.0, 1: 0.1, 2: 0.02, 4: 0.0},
+    "zero_sink": {0: 2.0, 1: 0.08, 2: 0.01, 4: 0.0},
+    "sink_token": {0: 1.5, 1: 0.0, 2: 0.0, 4: 0.0},
+    "learned_sink": {0: 0.01, 1: 0.005, 2: 0.0, 4: 0.0},
+}
+# the other side of every threshold
+OPPOSITE = {
+    "vanilla": {0: 0.0, 1: 0.0, 2: 0.0, 4: 0.0},
+    "zero_sink": {0: 0.0, 1: 0.0, 2: 0.0, 4: 0.0},
+    "sink_token": {0: 1.5, 1: 0.1, 2: 0.05, 4: 0.0},
+    "learned_sink": {0: 0.8, 1: 0.1, 2: 0.0, 4: 0.0},
+}
+
+
+def test_s6_s7_claims_on_the_papers_side(tmp_path):
+    s6_tables, s7_tables = sink_lm_tables(
+        tmp_path, PAPER_LIKE, {"vanilla": 0.6, "learned_sink": 0.1, "sink_token": 0.05}
+    )
+    summary = s6_tables["ppl"].set_index(["variant", "sinks"])
+    assert summary.loc[("vanilla", 1), "tokens"] == 20 * N_WINDOWS
+    assert summary.loc[("vanilla", 1), "windows"] == N_WINDOWS
+    levels = s6_tables["windows"].query("variant == 'vanilla' and sinks == 4").nll.mean()
+    assert summary.loc[("vanilla", 4), "ppl"] == pytest.approx(np.exp(levels))
+
+    found = s6.claims(s6_tables, SETTINGS)
+    assert set(found) == set(s6.RATIOS)
+    assert found["S6.vanilla_needs_several"].value == pytest.approx(np.exp(0.1), abs=2e-3)
+    assert found["S6.zero_sink_needs_several"].value == pytest.approx(np.exp(0.08), abs=2e-3)
+    assert found["S6.sink_token_one_suffices"].value == pytest.approx(1.0, abs=2e-3)
+    assert verdict(found, "S6.vanilla_needs_several") is True
+    assert verdict(found, "S6.zero_sink_needs_several") is True
+    assert verdict(found, "S6.sink_token_one_suffices") is True
+    assert found["S6.vanilla_needs_several"].model == f"byte-level Llama {ARCH}, 3 steps"
+    note = found["S6.vanilla_needs_several"].note
+    assert note_number(note, "ratio 1 vs 4 kept") == pytest.approx(
+        found["S6.vanilla_needs_several"].value, abs=1e-4
+    )
+    ppl = [float(p) for p in re.search(r"vanilla PPL ([\d. /]+) with", note).group(1).split(" / ")]
+    assert ppl == pytest.approx(summary.loc["vanilla"].ppl.tolist(), abs=1e-3)
+    assert f"{20 * N_WINDOWS} held-out bytes in {N_WINDOWS} windows" in note
+
+    found = s7.claims(s7_tables, SETTINGS)
+    assert found["S7.first_token_mass_falls"].value == pytest.approx(-0.5, abs=0.02)
+    assert found["S7.vanilla_first_token_mass"].value == pytest.approx(0.6, abs=0.02)
+    assert found["S7.streams_without_sinks"].value == pytest.approx(np.exp(0.01), abs=2e-3)
+    assert found["S7.vanilla_window_ratio"].value == pytest.approx(np.exp(1.0), abs=0.01)
+    assert verdict(found, "S7.first_token_mass_falls") is True
+    assert verdict(found, "S7.streams_without_sinks") is True
+    # the controls, judged as the catalogue's preconditions judge them
+    controls = {
+        c["measure"]: c["check"] for claim in load_claims() for c in claim.get("preconditions", [])
+    }
+    for control in ("S7.vanilla_first_token_mass", "S7.vanilla_window_ratio"):
+        interval = found[control].interval
+        assert judge(controls[control], interval.low, interval.high) is True
+    note = found["S7.first_token_mass_falls"].note
+    assert note_number(note, "learned_sink - vanilla") == pytest.approx(
+        found["S7.first_token_mass_falls"].value, abs=1e-4
+    )
+    assert note_number(note, "vanilla") == pytest.approx(
+        found["S7.vanilla_first_token_mass"].value, abs=1e-4
+    )
+    assert isinstance(s6.figure(s6_tables, {"scale": "t"}), Figure)
+    assert isinstance(s7.figure(s7_tables, {"scale": "t"}), Figure)
+
+
+def test_s6_s7_claims_on_the_other_side(tmp_path):
+    s6_tables, s7_tables = sink_lm_tables(
+        tmp_path, OPPOSITE, {"vanilla": 0.1, "learned_sink": 0.3, "sink_token": 0.05}
+    )
+    found = s6.claims(s6_tables, SETTINGS)
+    assert found["S6.vanilla_needs_several"].value == pytest.approx(1.0, abs=2e-3)
+    assert found["S6.sink_token_one_suffices"].value == pytest.approx(np.exp(0.1), abs=2e-3)
+    for claim in s6.RATIOS:
+        assert verdict(found, claim) is False, claim
+    controls = {
+        c["measure"]: c["check"] for claim in load_claims() for c in claim.get("preconditions", [])
+    }
+    found = s7.claims(s7_tables, SETTINGS)
+    assert found["S7.first_token_mass_falls"].value == pytest.approx(0.2, abs=0.02)
+    assert verdict(found, "S7.first_token_mass_falls") is False
+    assert verdict(found, "S7.streams_without_sinks") is False
+    assert found["S7.streams_without_sinks"].value == pytest.approx(np.exp(0.8), abs=0.01)
+    for control in ("S7.vanilla_first_token_mass", "S7.vanilla_window_ratio"):
+        interval = found[control].interval
+        assert judge(controls[control], interval.low, interval.high) is False, control
+    assert "ratio 0 vs 4 kept 2.2" in found["S7.streams_without_sinks"].note
+
+
+def test_s6_measures_only_the_variants_it_has(tmp_path):
+    offsets = {v: PAPER_LIKE[v] for v in ("vanilla", "sink_token", "learned_sink")}
+    s6_tables, _ = sink_lm_tables(tmp_path, offsets, {"vanilla": 0.6, "learned_sink": 0.1})
+    assert "S6.zero_sink_needs_several" not in s6.claims(s6_tables, SETTINGS)
