@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import REPO, SCHEMA
+from conftest import REPO
 
-from sinkscope.config import ConfigError, load_config, merge, validate_config
+from sinkscope.config import ConfigError, load_config, merge, schema_path, validate_config
 
 
 @pytest.mark.parametrize("override", [None, "paper.yaml", "smoke.yaml"])
@@ -15,7 +15,7 @@ def test_shipped_configs_are_valid(override):
     paths = [REPO / "config" / "config.yaml"]
     if override:
         paths.append(REPO / "config" / override)
-    validate_config(load_config(paths), SCHEMA)
+    validate_config(load_config(paths), schema_path())
 
 
 def test_merge_is_key_by_key_and_replaces_lists():
@@ -26,7 +26,7 @@ def test_merge_is_key_by_key_and_replaces_lists():
 
 def _error(config: dict) -> str:
     with pytest.raises(ConfigError) as caught:
-        validate_config(config, SCHEMA)
+        validate_config(config)
     return str(caught.value)
 
 
@@ -83,8 +83,6 @@ def test_every_problem_is_reported_at_once(default_config):
 
 
 def test_the_schema_is_found_without_a_path(default_config):
-    from sinkscope.config import schema_path
-
     assert schema_path().is_file()
     validate_config(default_config)  # the package's schema
 

@@ -9,17 +9,18 @@ import pytest
 from conftest import REPO
 
 from sinkscope.exhibits import Measured
-from sinkscope.stats import Interval, exact
 from sinkscope.scorecard import (
     INCONCLUSIVE,
     NOT_REPLICATED,
     NOT_RUN,
     REPLICATED,
     build_scorecard,
+    describe_check,
     judge,
     load_claims,
     to_markdown,
 )
+from sinkscope.stats import Interval, exact
 
 
 @pytest.mark.parametrize(
@@ -264,3 +265,16 @@ def test_a_value_undefined_at_this_scale_is_inconclusive(tmp_path):
 def stats_none():
     """The interval of a value that could not be computed."""
     return Interval(float("-inf"), float("inf"), 0, "bootstrap over windows")
+
+
+def test_exhibits_doc_lists_every_control_of_the_catalogue():
+    text = EXHIBITS_DOC.read_text()
+    table = text[text.index("| claim | control | measure and check |") :]
+    table = table[: table.index("\n\n")]
+    listed = set(table.splitlines()[2:])
+    expected = {
+        f"| {c['id']} | {p['control']} | `{p['measure']}` {describe_check(p['check'])} |"
+        for c in load_claims()
+        for p in c.get("preconditions", [])
+    }
+    assert listed == expected

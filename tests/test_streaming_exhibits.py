@@ -403,3 +403,27 @@ def test_s9_claims_on_both_sides(tmp_path, bounded, full, expected):
     assert f"{big.cache_bytes.iloc[-1] / 2**20:.4g} MiB vs 2+6" in grows.note
     assert {m.model for m in found.values()} == {"m"}
     assert isinstance(s9.figure(tables, {"model": "m", "scale": "t"}), Figure)
+
+
+def test_nll_blocks_and_their_ratio_resampled_within_strata():
+    """Blocks of 4 positions, counted from 1 before the cache fills (positions < 8) and from 8
+    after; the ratio is exp(mean difference) over all positions, the positions before the cache
+    fills are resampled only among themselves (here all equal: no spread from them)."""
+    from sinkscope.streaming.exhibit_tables import STRATA, nll_blocks, ppl_ratio
+
+    position = np.arange(1, 31)
+    rng = np.random.default_rng(0)
+    b = pd.DataFrame({"position": position, "nll": rng.normal(3, 1, 30)})
+    shift = np.where(position >= 8, 0.5 + rng.normal(0, 0.2, 30), 0.0)
+    a = b.assign(nll=b.nll + shift)
+    blocks = nll_blocks(a, b, cache=8, block=4)
+    before, after = (blocks[blocks.stratum == s] for s in STRATA)
+    assert before.tokens.tolist() == [4, 3] and before.nll_diff.abs().max() == 0
+    assert after.tokens.tolist() == [4, 4, 4, 4, 4, 3]  # positions 8-11, ..., 28-30
+    value, interval = ppl_ratio(blocks)
+    assert value == pytest.approx(np.exp(shift.mean()))
+    assert interval.low < value < interval.high and interval.n == 8
+    assert interval.basis == "bootstrap over blocks of 4 positions"
+    few = nll_blocks(a[a.position.isin([2, 20])], b, cache=8, block=4)
+    assert ppl_ratio(few)[0] == pytest.approx(np.exp(shift[19] / 2))
+    assert ppl_ratio(few)[1].low == -np.inf  # one block per stratum: nothing to resample
