@@ -4,25 +4,12 @@
     snakemake --cores all --configfile config/paper.yaml     # paper scale (hub models, GPU)
 """
 
-import os
-import sys
 from pathlib import Path
 
-from snakemake.exceptions import WorkflowError
-
-from sinkscope.config import ConfigError, check_startup, read_yaml, temporary_folders
+from sinkscope.config import ConfigError, check_startup, read_yaml, stop, temporary_folders
 from sinkscope.provenance import remove_stale_temporaries
 
 DEFAULT_CONFIG = Path(workflow.basedir) / "config/config.yaml"
-
-
-def stop(error):
-    """A start-up failure: its message alone (with SINKSCOPE_DEBUG=1, Snakemake's traceback)."""
-    if os.environ.get("SINKSCOPE_DEBUG"):
-        raise WorkflowError(str(error)) from error
-    print(f"sinkscope: {error}", file=sys.stderr)
-    sys.exit(1)
-
 
 try:  # the schema, the rules between keys, the corpora: before any job is planned
     read_yaml(DEFAULT_CONFIG)

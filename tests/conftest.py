@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "config" / "schema.yaml"
+SCHEMA = REPO / "src" / "sinkscope" / "schema.yaml"
 
 os.environ.setdefault("TQDM_DISABLE", "1")  # quiet progress bars in tests
 

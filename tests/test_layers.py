@@ -23,6 +23,8 @@ LAYERS = {
             "hub",
             "plotting",
             "tables",
+            "stats",
+            "errors",
         ],
         BOTTOM,
     ),

@@ -256,3 +256,14 @@ def test_stale_temporaries_of_dead_jobs_are_removed_and_live_ones_kept(tmp_path)
         "live.json",
         "t.parquet",
     ]
+
+
+def test_a_sidecar_given_as_an_input_is_checked_against_the_file_it_describes(record, tmp_path):
+    provenance.write_with_sidecar("a,b\n1,2\n", tmp_path / "t.csv", record)
+    sidecar = tmp_path / "t.csv.prov.json"
+    recorded, actual = provenance.content_check(sidecar)
+    assert recorded == actual == provenance.sha256_file(tmp_path / "t.csv")
+    table = tmp_path / "cost.parquet"
+    made = provenance.Recorder(rule="cost", params={}, inputs=[sidecar], code_dir=tmp_path)
+    provenance.write_parquet(pd.DataFrame({"a": [1]}), table, made.record())
+    assert audit(table)[-1] == "verdict: verified"

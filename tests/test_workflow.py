@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO, snakemake
@@ -70,9 +71,11 @@ def test_scorecard_has_a_row_per_claim(smoke):
     assert (card.scale == "smoke").all()
     assert "| S1 | S1.sink_share |" in (smoke / "results" / "scorecard.md").read_text()
     measured_rows = card[card.verdict != NOT_RUN]
-    assert (measured_rows.low <= measured_rows.value).all()
-    assert (measured_rows.value <= measured_rows.high).all()
-    assert (measured_rows.n >= 1).all() and measured_rows.basis.notna().all()
+    assert measured_rows.basis.notna().all()
+    valued = measured_rows[measured_rows.value.notna()]
+    assert ((valued.low <= valued.value) & (valued.value <= valued.high)).all()
+    undefined = measured_rows[measured_rows.value.isna()]  # e.g. no sink event in a tiny model
+    assert ((undefined.low == -np.inf) & (undefined.high == np.inf)).all()
 
 
 def test_run_cost_sums_every_job(smoke):

@@ -5,9 +5,10 @@ order between sizes), then the data files the configuration names."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jsonschema
 import yaml
@@ -21,7 +22,7 @@ class ConfigError(UserError, ValueError):
 
 def schema_path() -> Path:
     """The JSON schema (YAML) of the merged configuration: the one place that knows where it is."""
-    return Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+    return Path(__file__).with_name("schema.yaml")
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -415,3 +416,12 @@ def temporary_folders(config: dict[str, Any]) -> list[tuple[Path, int]]:
         if (path := _get(config, key, str)) is not _MISSING:
             folders.append((Path(path), 2))
     return folders
+
+
+def stop(error: ConfigError) -> NoReturn:
+    """End a start-up that failed on the user's input: its message alone on stderr, exit 1
+    (with SINKSCOPE_DEBUG=1, the traceback)."""
+    if os.environ.get("SINKSCOPE_DEBUG"):
+        raise error
+    print(f"sinkscope: {error}", file=sys.stderr)
+    sys.exit(1)

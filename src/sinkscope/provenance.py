@@ -685,6 +685,9 @@ def content_check(path: str | Path) -> tuple[str | None, str | None]:
         return None, None
     if Path(f"{path}{SIDECAR_SUFFIX}").exists():
         return recorded, sha256_file(path)
+    if path.name.endswith(SIDECAR_SUFFIX):  # a sidecar itself: its record is of the file beside
+        described = path.with_name(path.name[: -len(SIDECAR_SUFFIX)])
+        return recorded, sha256_file(described) if described.is_file() else None
     suffix = path.suffix.lower()
     if suffix == ".png":
         return recorded, hashlib.sha256(_png_record(path)[1]).hexdigest()

@@ -10,7 +10,6 @@ measurement at this scale; the note gives the reason).
 
 from __future__ import annotations
 
-import json
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from .errors import read_json
 from .exhibits import PAPERS, Measured
 from .provenance import write_json
 from .stats import Interval
@@ -157,7 +157,7 @@ def build_scorecard(
     check is inconclusive."""
     measured: dict[str, dict[str, Any]] = {}
     for path in claim_files:
-        measured.update(json.loads(Path(path).read_text())["claims"])
+        measured.update(read_json(path, "claims file")["claims"])
     catalogue = load_claims()
     known = {claim["id"] for claim in catalogue} | {
         control["measure"] for claim in catalogue for control in claim.get("preconditions", [])

@@ -12,6 +12,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from ..errors import BadInput
+
 SKIMAGE_PHOTOS = (
     "astronaut.png",
     "chelsea.png",
@@ -66,12 +68,17 @@ def imagenet_val(folder: str | Path, n: int, size: int, seed: int) -> np.ndarray
     chosen = [files[i] for i in np.random.default_rng(seed).permutation(len(files))[:n]]
     out = np.empty((len(chosen), size, size, 3), dtype=np.uint8)
     for i, path in enumerate(chosen):
-        with Image.open(path) as image:
-            image = image.convert("RGB")
-            scale = size / min(image.size)  # resize the short side, centre crop
-            image = image.resize((round(image.width * scale), round(image.height * scale)))
-            left, top = (image.width - size) // 2, (image.height - size) // 2
-            out[i] = np.asarray(image.crop((left, top, left + size, top + size)))
+        try:
+            with Image.open(path) as image:
+                image = image.convert("RGB")
+                scale = size / min(image.size)  # resize the short side, centre crop
+                image = image.resize((round(image.width * scale), round(image.height * scale)))
+                left, top = (image.width - size) // 2, (image.height - size) // 2
+                out[i] = np.asarray(image.crop((left, top, left + size, top + size)))
+        except (OSError, ValueError) as error:
+            raise BadInput(
+                f"{path} is not a readable image ({error}): replace or remove it"
+            ) from None
     return out
 
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import lzma
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import read_text
+
 
 def read_corpus(path: str | Path) -> str:
-    """The text of a corpus file (UTF-8, plain or xz-compressed)."""
-    path = Path(path)
-    if path.suffix == ".xz":
-        with lzma.open(path, "rt", encoding="utf-8") as handle:
-            return handle.read()
-    return path.read_text(encoding="utf-8")
+    """The text of a corpus file (UTF-8, plain or xz-compressed); a missing, truncated, non-UTF-8
+    or empty one is named in the error."""
+    return read_text(path)
 
 
 def hub_text(repo: str, revision: str, filename: str, column: str) -> str:

@@ -178,11 +178,11 @@ def train(
 
 def save(model: LlamaForCausalLM, variant: str, arch: dict[str, int], path, prov: dict) -> None:
     """A checkpoint (variant, architecture, state dict), atomically, with a provenance sidecar."""
-    from ..provenance import SIDECAR_SUFFIX, atomic_path, write_json
+    from ..provenance import atomic_path, write_sidecar
 
-    write_json({"describes": Path(path).name}, f"{path}{SIDECAR_SUFFIX}", prov)
     with atomic_path(path) as tmp:
         torch.save({"variant": variant, "arch": arch, "state": model.state_dict()}, tmp)
+    write_sidecar(path, prov)
 
 
 def load(path) -> tuple[LlamaForCausalLM, str]:
