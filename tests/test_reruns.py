@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import REPO, SMOKE, snakemake
 
-from sinkscope.config import load_config, read_yaml
+from sinkscope.config import load_config, merge, read_yaml
 from sinkscope.exhibits.registry import Plan, active
 
 pytestmark = pytest.mark.integration
@@ -152,6 +152,19 @@ ALTERNATIVES = {  # keys with a set of allowed values: another one
     "mitigation.train.precision": "bfloat16",
     "mitigation.probes.feature_dtype": "float16",
     "mitigation.s8.outlier.kind": "absolute",
+    "mitigation.views.global_scale": [0.4, 1.0],  # ranges stay ordered
+    "mitigation.views.local_scale": [0.1, 0.4],
+}
+SCALED = {  # sizes that must divide, or be divided by, others: doubled, so all still fit
+    "streaming.pretrain.arch.d_model",
+    "mitigation.arch.image_size",
+    "mitigation.arch.patch_size",
+    "mitigation.arch.embed_dim",
+    "mitigation.views.local_size",
+    "mitigation.data.procedural.diagnostic",
+}
+COUPLED = {  # keys that only change together with another (one S1 score per token)
+    "exhibits.S1.n_tokens": {"exhibits.S1.scores": [0.1, -0.2, 0.0, 0.2, -0.1, 0.0, 0.3]},
 }
 
 
@@ -161,6 +174,10 @@ def changed(key: str, value: object) -> object:
         return ALTERNATIVES[key]
     if isinstance(value, bool):
         return not value
+    if key in SCALED:
+        return 2 * value
+    if key in COUPLED:
+        return value + 1
     if isinstance(value, int):
         return value - 1 if value > 1 else value + 1
     if isinstance(value, float):
@@ -212,7 +229,10 @@ def test_each_config_key_reruns_exactly_its_readers(smoke, tmp_path):
     def rerun(key: str) -> set[str] | str:
         override = tmp_path / f"{key}.yaml"
         value = changed(key, smoke_values.get(key, keys[key]))
-        override.write_text(yaml.safe_dump(nested(key, value)))
+        tree = nested(key, value)
+        for partner, partner_value in COUPLED.get(key, {}).items():
+            tree = merge(tree, nested(partner, partner_value))
+        override.write_text(yaml.safe_dump(tree))
         code, output = snakemake(smoke, "-n", "--nolock", config=[SMOKE, override], check=False)
         return reruns(output) if code == 0 else output[-600:]
 
@@ -223,7 +243,8 @@ def test_each_config_key_reruns_exactly_its_readers(smoke, tmp_path):
         if isinstance(result, str):
             wrong[key] = result
             continue
-        (changed_params, rerun), expected = result, readers(key, plan)
+        expected = set().union(*(readers(k, plan) for k in [key, *COUPLED.get(key, {})]))
+        changed_params, rerun = result
         extra, missing = changed_params - expected, expected - rerun
         if extra or missing:
             wrong[key] = {
