@@ -109,3 +109,12 @@ def share(hits: int, n: int, unit: str) -> Interval:
         return Interval(-np.inf, np.inf, 0, unit)
     interval = stats.binomtest(int(hits), int(n)).proportion_ci(LEVEL, method="exact")
     return Interval(float(interval.low), float(interval.high), int(n), unit)
+
+
+def loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """The least-squares slope of log y against log x (the exponent of a power law y ~ x^k);
+    NaN when x holds a single distinct value."""
+    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    lx = lx - lx.mean()
+    spread = (lx**2).sum()
+    return float((lx * (ly - ly.mean())).sum() / spread) if spread > 0 else np.nan

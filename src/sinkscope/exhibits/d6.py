@@ -70,7 +70,7 @@ import torch
 from scipy.optimize import minimize, minimize_scalar
 
 from .. import plotting
-from ..stats import Interval, bootstrap
+from ..stats import Interval, bootstrap, loglog_slope
 from . import Measured
 
 DISTRIBUTIONS = ("bigram", "copy-paste")
@@ -396,16 +396,9 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
     return {"norms": norms, "slopes": slopes(norms)}
 
 
-def _slope(lengths: np.ndarray, values: np.ndarray) -> float:
-    """Least-squares slope of log(values) on log(lengths); NaN for a single distinct T."""
-    x, y = np.log(lengths), np.log(values)
-    spread = np.var(x)
-    return float(np.cov(x, y, bias=True)[0, 1] / spread) if spread > 0 else np.nan
-
-
 def _slope_gap(lengths: np.ndarray, first: np.ndarray, second: np.ndarray) -> float:
     """Slope of the second curve minus slope of the first (paired by T)."""
-    return _slope(lengths, second) - _slope(lengths, first)
+    return loglog_slope(lengths, second) - loglog_slope(lengths, first)
 
 
 def _over_lengths(statistic, lengths: np.ndarray, *curves: np.ndarray) -> Interval:
@@ -429,10 +422,10 @@ def slopes(table: pd.DataFrame, column: str = "measured") -> pd.DataFrame:
         if (g[column] > 0).all() and g["T"].nunique() > 1:
             g = g.sort_values("T")
             t, v = g["T"].to_numpy(float), g[column].to_numpy(float)
-            interval = _over_lengths(_slope, t, v)
+            interval = _over_lengths(loglog_slope, t, v)
             rows.append(
                 dict(zip(CURVE, key, strict=True))
-                | {"slope": _slope(t, v), "low": interval.low, "high": interval.high}
+                | {"slope": loglog_slope(t, v), "low": interval.low, "high": interval.high}
             )
     return pd.DataFrame(rows, columns=[*CURVE, "slope", "low", "high"])
 
@@ -449,7 +442,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
     if not np.array_equal(t, diagonal_curve["T"].to_numpy(float)):
         raise ValueError("the aligned sink and diagonal curves have different T grids")
     sink_norm, diagonal_norm = sink_curve.measured.to_numpy(), diagonal_curve.measured.to_numpy()
-    sink, diagonal = _slope(t, sink_norm), _slope(t, diagonal_norm)
+    sink, diagonal = loglog_slope(t, sink_norm), loglog_slope(t, diagonal_norm)
 
     def both(*curve: str) -> str:
         return f"{measured[curve]:.2f} (closed form {closed[curve]:.2f})"
@@ -474,9 +467,9 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
     )
     model = _model(recipe)
     return {
-        "D6.sink_slope": Measured(sink, model, note, _over_lengths(_slope, t, sink_norm)),
+        "D6.sink_slope": Measured(sink, model, note, _over_lengths(loglog_slope, t, sink_norm)),
         "D6.diagonal_slope": Measured(
-            diagonal, model, note, _over_lengths(_slope, t, diagonal_norm)
+            diagonal, model, note, _over_lengths(loglog_slope, t, diagonal_norm)
         ),
         "D6.exponent_gap": Measured(
             diagonal - sink, model, note, _over_lengths(_slope_gap, t, sink_norm, diagonal_norm)

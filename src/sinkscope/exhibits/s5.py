@@ -20,7 +20,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from ..stats import Interval, bootstrap
+from ..stats import Interval, bootstrap, loglog_slope
 from . import Measured
 
 POLICIES = ("recompute", "sinks")
@@ -31,13 +31,6 @@ def _summary(latency: pd.DataFrame) -> pd.DataFrame:
     med = latency.groupby(["model", "cache", "policy"]).seconds.median().unstack("policy")
     med["speedup"] = med["recompute"] / med["sinks"]
     return med.reset_index()
-
-
-def loglog_slope(x: np.ndarray, y: np.ndarray) -> float:
-    """The least-squares slope of log y against log x."""
-    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
-    lx = lx - lx.mean()
-    return float((lx * (ly - ly.mean())).sum() / (lx**2).sum())
 
 
 def speedup_growth(latency: pd.DataFrame) -> tuple[float, Interval, pd.Series]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..stats import exact
-from ..streaming.memory import loglog_slope, spread, stream_cost
+from ..stats import exact, loglog_slope
+from ..streaming.memory import spread, stream_cost
 from ..streaming.policies import Policy
 from . import Measured
 
@@ -80,7 +80,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
             f"{full[column].max():.6g}"
         )
         found[claim] = Measured(value, model, note, exact(value, len(bounded)))
-    slopes = {column: loglog_slope(full.step, full[column]) for column in MEASURES}
+    slopes = {column: loglog_slope(full.step + 1, full[column]) for column in MEASURES}
     value = min(slopes.values())
     note = (
         f"full cache over {steps}: log-log slope vs tokens streamed "

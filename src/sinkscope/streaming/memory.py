@@ -5,8 +5,8 @@ kept for the whole video beside the 6 most recent ones. The same `Policy` theref
 the memory of SAM 2 (per frame) and of StreamingLLM (per token); the full cache keeps all.
 `stream_cost` is the accounting; `measured_cache` measures a real model's KV cache as it
 streams: the bytes of the key and value tensors it holds and the keys its attention receives
-at every step. `spread` and `loglog_slope` summarise a measured series (constant: spread 1;
-growing in proportion to the stream: slope 1).
+at every step. `spread` (and `stats.loglog_slope` over tokens streamed) summarise a measured
+series (constant: spread 1; growing in proportion to the stream: slope 1).
 """
 
 from __future__ import annotations
@@ -47,15 +47,6 @@ def spread(values) -> float:
     """max / min of a positive per-step series: 1 when it stays constant."""
     values = np.asarray(values, dtype=float)
     return float(values.max() / values.min())
-
-
-def loglog_slope(steps, values) -> float:
-    """The least-squares slope of log(values) against log(tokens streamed = step + 1): 1 for a
-    series that grows in proportion to the stream, 0 for a constant one."""
-    x = np.log(np.asarray(steps, dtype=float) + 1)
-    y = np.log(np.asarray(values, dtype=float))
-    x = x - x.mean()
-    return float((x * (y - y.mean())).sum() / (x**2).sum())
 
 
 @torch.no_grad()
