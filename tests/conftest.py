@@ -65,6 +65,19 @@ def packaged_file(model: str, tmp_dir: Path) -> Path:
 SMOKE = REPO / "config" / "smoke.yaml"
 
 
+def snakemake_command(
+    workdir: Path,
+    *args: str,
+    config: Path | list[Path] = SMOKE,
+    snakefile: Path = REPO / "Snakefile",
+) -> list[str]:
+    """The command line of Snakemake on `workdir` with `config` (one file or several, merged in
+    order) over the default, on 2 cores."""
+    configs = [config] if isinstance(config, Path) else config
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(workdir)]
+    return cmd + ["--cores", "2", *args, "--configfile", *map(str, configs)]
+
+
 def snakemake(
     workdir: Path,
     *args: str,
@@ -75,9 +88,7 @@ def snakemake(
 ) -> tuple[int, str]:
     """Run Snakemake on `workdir` with `config` (one file or several, merged in order) over the
     default; return (exit code, output)."""
-    configs = [config] if isinstance(config, Path) else config
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(workdir)]
-    cmd += ["--cores", "2", *args, "--configfile", *map(str, configs)]
+    cmd = snakemake_command(workdir, *args, config=config, snakefile=snakefile)
     done = subprocess.run(
         cmd, capture_output=True, text=True, env={**os.environ, "TQDM_DISABLE": "1", **(env or {})}
     )
