@@ -67,19 +67,28 @@ def _curve(steps: int = 100, **keys) -> pd.DataFrame:
 def _u1_tables(ratio, nop_mass, damped_mass, mse, peak, n=60):
     rng = np.random.default_rng(0)
     n_nop = rng.integers(10, 22, n)
-    n_damped = 32 - n_nop
+    n_damped = 31 - n_nop
     examples = pd.DataFrame(
         {
             "example": np.arange(n),
+            "n_nop": n_nop,
+            "n_damped": n_damped,
             **{
                 f"mse {name}": value * (1 + 0.05 * rng.standard_normal(n))
                 for name, value in zip(u1.INTERVENTIONS, mse, strict=True)
             },
+            **{
+                f"dsq_nop {name}": n_nop * (0.1 * k) ** 2 for k, name in enumerate(u1.INTERVENTIONS)
+            },
+            **{
+                f"dsq_damped {name}": n_damped * (0.01 * k) ** 2
+                for k, name in enumerate(u1.INTERVENTIONS)
+            },
             "value_ratio": ratio * (1 + 0.05 * rng.standard_normal(n)),
+            "sink_value_norm": ratio * 2.0,
+            "other_value_norm": 2.0,
             "bos_sum_nop": n_nop * (nop_mass + 0.01 * rng.standard_normal(n)),
-            "n_nop": n_nop,
             "bos_sum_damped": n_damped * (damped_mass + 0.01 * rng.standard_normal(n)),
-            "n_damped": n_damped,
         }
     )
     main = {"gamma": 0.0, "p": 0.5, "lambda": 0.0, "main": True}
@@ -91,9 +100,9 @@ def _u1_tables(ratio, nop_mass, damped_mass, mse, peak, n=60):
                 "bos_mass_nop": nop_mass,
                 "bos_mass_damped": damped_mass,
                 "self_mass_damped": 0.9,
-                "value_ratio": examples.value_ratio.mean(),
                 "sink_event_share": 0.0,
                 "spectral_peak": peak,
+                "value_ratio": examples.value_ratio.mean(),
             }
         ]
     )
@@ -102,6 +111,7 @@ def _u1_tables(ratio, nop_mass, damped_mass, mse, peak, n=60):
     )
     return {
         "summary": summary,
+        "interventions": u1.intervention_table(examples),
         "curves": _curve(gamma=0.0, p=0.5),
         "attention": pd.DataFrame(),
         "profile": profile,
@@ -109,11 +119,22 @@ def _u1_tables(ratio, nop_mass, damped_mass, mse, peak, n=60):
     }
 
 
-U1_SETTINGS = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 32}}
+U1_SETTINGS = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 31}}
+
+
+def test_u1_intervention_table_pools_the_rms_change_per_query_group():
+    tables = _u1_tables(0.05, 0.8, 0.1, (0.0187, 0.0187, 0.0187, 0.5, 0.144), 5.0)
+    table = tables["interventions"].set_index("intervention")
+    assert list(table.index) == list(u1.INTERVENTIONS)
+    assert table.loc["baseline", "rms_change_nop"] == 0.0
+    assert table.loc["donor non-sink value", "rms_change_nop"] == pytest.approx(0.3)
+    assert table.loc["redirect sink attention", "rms_change_non_nop"] == pytest.approx(0.04)
+    mse = tables["examples"]["mse donor non-sink value"].mean()
+    assert table.loc["donor non-sink value", "mse"] == pytest.approx(mse)
 
 
 def test_u1_claims_on_both_sides_of_their_thresholds():
-    paper_like = _u1_tables(0.05, 0.8, 0.1, (0.0187, 0.0187, 0.5, 0.144), 5.0)
+    paper_like = _u1_tables(0.05, 0.8, 0.1, (0.0187, 0.0187, 0.0187, 0.5, 0.144), 5.0)
     found = u1.claims(paper_like, U1_SETTINGS)
     assert set(found) == {c for c in CATALOGUE if c.startswith("U1.")}
     assert all(_verdict(claim, m) is True for claim, m in found.items())
@@ -124,18 +145,20 @@ def test_u1_claims_on_both_sides_of_their_thresholds():
     nop = ex.bos_sum_nop.sum() / ex.n_nop.sum()
     damped = ex.bos_sum_damped.sum() / ex.n_damped.sum()
     assert routing.value == pytest.approx(nop - damped)
-    assert f"{nop:.3f} of their attention on the BOS" in routing.note
-    assert f"damped queries {damped:.3f}" in routing.note
+    assert f"{nop:.3f} of their attention on the sink" in routing.note
+    assert f"non-NOP queries {damped:.3f}" in routing.note
     peak = found["U1.qk_spectral_peak"]
     assert (peak.value, peak.interval.low, peak.interval.high) == (5.0, 5.0, 5.0)
     assert peak.interval.basis == "exact" and "10, 2, 1" in peak.note
     baseline = found["U1.mse_baseline"]
     assert baseline.value == pytest.approx(ex["mse baseline"].mean())
     assert "slope -1 per 1000 steps" in baseline.note
-    ratio = ex["mse donor value"].mean() / ex["mse baseline"].mean()
-    assert f"donor value / baseline MSE = {ratio:.3f}" in found["U1.mse_donor_value"].note
+    control = found["U1.mse_donor_non_sink_value"]
+    ratio = ex["mse donor non-sink value"].mean() / ex["mse baseline"].mean()
+    assert f"donor non-sink value / baseline MSE = {ratio:.3f}" in control.note
+    assert "NOP queries 0.3, non-NOP queries 0.03" in control.note
 
-    broken = _u1_tables(0.5, 0.1, 0.6, (0.1, 0.1, 0.05, 0.02), 1.2)
+    broken = _u1_tables(0.5, 0.1, 0.6, (0.1, 0.1, 0.1, 0.05, 0.02), 1.2)
     found = u1.claims(broken, U1_SETTINGS)
     assert all(_verdict(claim, m) is False for claim, m in found.items())
     assert found["U1.nop_routed_to_sink"].interval.high < 0
@@ -147,30 +170,44 @@ def _u2_layers(mse, inflow, srank, ratio, seeds=5):
     rows = []
     for seed in range(seeds):
         jitter = 1 + 0.02 * rng.standard_normal(4)
-        hub = [mse, inflow, srank, ratio] * jitter
+        hub = [mse, srank, ratio, 0.95] * jitter
         rows.append(
-            dict(zip(["mse", "inflow_jstar", "srank", "value_ratio"], hub, strict=True))
+            dict(zip(["mse", "srank", "value_ratio", "inflow_jstar"], hub, strict=True))
             | {"layer": 1, "role": "hub", "seed": seed, "update_rel_norm": 0.5}
+            | {"max_inflow": 0.95}
         )
         rows.append(
             {"mse": hub[0], "inflow_jstar": 0.03, "srank": 2.0, "value_ratio": 1.0, "layer": 0}
             | {"role": "other", "seed": seed, "update_rel_norm": 0.01}
+            | {"max_inflow": inflow * (1 + 0.02 * rng.standard_normal())}
         )
     curves = pd.concat(_curve(seed=seed) for seed in range(seeds))
-    return {"layers": pd.DataFrame(rows), "curves": curves}
+    layers = pd.DataFrame(rows)
+    return {"layers": layers, "seeds": u2.seed_table(layers), "curves": curves}
+
+
+def test_u2_seed_table_is_the_papers():
+    tables = _u2_layers(0.1397, 0.888, 1.0, 0.9)
+    table, layers = tables["seeds"], tables["layers"]
+    assert list(table.columns) == ["seed", "task MSE", "inflow L1", "inflow L2"]
+    assert list(table.seed) == ["0", "1", "2", "3", "4", "mean"]
+    first = layers[layers.layer == 0]
+    assert table.iloc[-1]["inflow L1"] == pytest.approx(first.max_inflow.mean())
+    assert table.iloc[-1]["task MSE"] == pytest.approx(first.mse.mean())
 
 
 def test_u2_claims_on_both_sides_of_their_thresholds():
-    settings = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 32, "bias": False}}
+    settings = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 32, "bias": True}}
     tables = _u2_layers(0.1397, 0.888, 1.0, 0.9)
     found = u2.claims(tables, settings)
     assert set(found) == {c for c in CATALOGUE if c.startswith("U2.")}
     assert all(_verdict(claim, m) is True for claim, m in found.items())
-    hub = tables["layers"].query("role == 'hub'")
-    inflow = found["U2.hub_inflow"]
-    assert inflow.value == pytest.approx(hub.inflow_jstar.mean())
+    first = tables["layers"].query("layer == 0")
+    inflow = found["U2.layer1_inflow"]
+    assert inflow.value == pytest.approx(first.max_inflow.mean())
     assert inflow.interval.basis == "seeds" and inflow.interval.n == 5
-    assert all(f"{v:.4g}" in inflow.note for v in hub.inflow_jstar)
+    assert all(f"{v:.4g}" in inflow.note for v in first.max_inflow)
+    assert f"L1 {first.max_inflow.mean():.3f}, L2 0.950" in inflow.note
     assert "slope -1 per 1000 steps" in found["U2.mse"].note
 
     found = u2.claims(_u2_layers(0.5, 0.3, 3.0, 0.1), settings)
@@ -196,7 +233,7 @@ def _switch_runs(bos, ratio, off_on, index, n):
     return {"seeds": runs, "curves": pd.concat(_curve(seed=seed) for seed in range(n))}
 
 
-D4_SETTINGS = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 32}}
+D4_SETTINGS = {**CLAIM_SETTINGS, "recipe": {"width": 32, "length": 16}}
 
 
 def test_d4_classifies_each_run_on_both_sides_of_each_threshold():

@@ -9,6 +9,7 @@ import torch
 
 from sinkscope import metrics
 from sinkscope.exhibits.u1 import intervention
+from sinkscope.exhibits.u1 import model_config as u1_model_config
 from sinkscope.toys.analysis import late_change, late_slope
 from sinkscope.toys.model import ToyConfig, build
 from sinkscope.toys.tasks import BroadcastTask, NopTask, SwitchTask
@@ -159,16 +160,79 @@ def test_fit_leaves_no_checkpoint(tmp_path):
 
 
 def test_interventions_on_the_sink():
+    """The reference's interventions: donors come from the next sequence of the batch."""
     attn = torch.tensor([[1.0, 0.0, 0.0], [0.8, 0.2, 0.0], [0.5, 0.25, 0.25]])[None, None]
-    values = torch.arange(12.0).reshape(1, 1, 3, 4)
+    attn = attn.expand(2, 1, 3, 3)
+    values = torch.arange(24.0).reshape(2, 1, 3, 4)
     a, v = intervention("zero sink value")(0, attn, values)
     assert (v[..., 0, :] == 0).all() and torch.equal(a, attn)
-    _, v = intervention("donor value")(0, attn, values)
-    assert torch.equal(v[..., 0, :], values[..., 1, :])
+    assert torch.equal(v[..., 1:, :], values[..., 1:, :])
+    _, v = intervention("donor sink value")(0, attn, values)
+    assert torch.equal(v[0, :, 0], values[1, :, 0]) and torch.equal(v[1, :, 0], values[0, :, 0])
+    _, v = intervention("donor non-sink value")(0, attn, values)
+    assert torch.equal(v[0, :, 0], values[1, :, 1]) and torch.equal(v[1, :, 0], values[0, :, 1])
     a, _ = intervention("redirect sink attention")(0, attn, values)
     expected = torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.5, 0.5]])
     torch.testing.assert_close(a[0, 0], expected)
     assert intervention("baseline") is None
+    with pytest.raises(ValueError):
+        intervention("no such thing")
+
+
+def test_u1_model_is_the_reference_architecture():
+    """No causal mask, LayerNorm with bias, bias-free projections; the BOS and positional
+    vectors reach the attention input only, so a head that adds nothing returns the tokens."""
+    cfg = u1_model_config({"width": 8, "length": 5})
+    model = build(cfg, seed=0)
+    ln, attn = model.blocks[0].ln1, model.blocks[0].attn
+    assert ln.bias is not None and attn.q.bias is None and not attn.causal
+    assert model.pos.shape == (6, 8) and model.bos.abs().max() < 0.2  # init std 0.02
+    x = _x(length=5)
+    _, records = model(x, record=True)
+    assert (records[0]["attn"] > 0).all()  # every query sees every key
+    assert (records[0]["hidden"][:, 0] == 0).all()  # the sink token's input is zero
+    with torch.no_grad():
+        attn.o.weight.zero_()
+    out, _ = model(x)
+    assert torch.equal(out, x)
+
+
+def test_switch_tokens_lie_in_a_half_space_and_are_layernorm_invariant():
+    task = SwitchTask(16, 6, 0.5, "hard", torch.Generator().manual_seed(0), shift=1.5)
+    x, _, info = task.sample(32, torch.Generator().manual_seed(1))
+    torch.testing.assert_close(x.mean(-1), torch.zeros(32, 6), atol=1e-6, rtol=0)
+    torch.testing.assert_close(x.var(-1, unbiased=False), torch.ones(32, 6))
+    assert (x[..., 1] == -1.5).all()
+    assert torch.equal(x[..., 0] < 0, info["off"])
+    torch.testing.assert_close(torch.nn.functional.layer_norm(x, (16,)), x, atol=1e-4, rtol=0)
+    with pytest.raises(ValueError):
+        SwitchTask(4, 6, 0.5, "hard", torch.Generator(), flag=2.0, shift=1.0)
+
+
+def test_a_hand_built_sink_realises_the_hard_switch():
+    """The hard switch is realisable by a sink: keys read the common coordinate, queries the
+    flag, the BOS sits on the other side of the half-space and carries no value."""
+    d, length = 16, 8
+    task = SwitchTask(d, length, 0.5, "hard", torch.Generator().manual_seed(0))
+    model = build(ToyConfig(width=d, layers=1, heads=1, max_len=length, bos=True), seed=0)
+    attn = model.blocks[0].attn
+    scale = 20.0 * d**0.5  # undoes the 1 / sqrt(d_head) of the scores
+    keep = torch.eye(d)
+    keep[0, 0] = keep[1, 1] = 0.0
+    with torch.no_grad():
+        model.bos.copy_(torch.zeros(d))
+        model.bos[0], model.bos[1] = -1.0, 1.0  # zero mean: LayerNorm keeps its direction
+        for lin in (attn.q, attn.k):
+            lin.weight.zero_()
+        attn.k.weight[0, 1] = 1.0  # key: the common coordinate
+        attn.q.weight[0, 0], attn.q.weight[0, 1] = -scale, scale  # query: off > 0 > on
+        attn.v.weight.copy_(keep)
+        attn.o.weight.copy_(task.rot.T)
+    x, y, info = task.sample(64, torch.Generator().manual_seed(1))
+    out, records = model(x, record=True)
+    assert torch.nn.functional.mse_loss(out, y) < 1e-6
+    bos_mass = records[0]["attn"][:, 0, 1:, 0]
+    assert bos_mass[info["off"]].min() > 0.999 and bos_mass[~info["off"]].max() < 1e-3
 
 
 def test_late_slope_fits_the_last_fifth_of_training():

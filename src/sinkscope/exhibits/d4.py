@@ -1,13 +1,16 @@
 """D4: a hard attention switch is a sink. One attention layer (one head, learned BOS, no MLP)
 must add exactly zero to "off" tokens and a causal average of the other tokens to "on" tokens
-(`SwitchTask`, mode hard).
+(`SwitchTask`, mode hard). The tokens lie in a strict half-space (a coordinate equal to -shift in
+every token) and are LayerNorm-invariant, so a sink realises the switch exactly in the limit of
+large attention scores (the alignment condition of the Sink-vs-diagonal paper).
 
 For the off queries of each trained seed: attention mass on the BOS and on the query itself,
-the value-norm ratio of the BOS, the size of the head's update, and a cancellation index
-||sum_j A_ij u_j|| / sum_j A_ij ||u_j|| (near 0 when values cancel, near 1 when they do not).
-Each seed (run) is classified from these means over its off queries:
-- sink: BOS mass >= `SINK_MIN_MASS` (0.5) and BOS value-norm ratio <= 0.2 (the NOP bound of the
-  shared metrics): the null output comes from attention on a value-less token;
+the value-norm ratio of the BOS (projected values: ||W_O v_BOS|| / mean_j ||W_O v_j||), the size
+of the head's update, and a cancellation index ||sum_j A_ij u_j|| / sum_j A_ij ||u_j|| (near 0
+when values cancel, near 1 when they do not). Each seed (run) is classified from these means
+over its off queries:
+- sink: BOS mass >= `SINK_MIN_MASS` (0.5) and BOS projected value-norm ratio <= 0.2 (the NOP
+  bound of the shared metrics): the null output comes from attention on a value-less token;
 - cancellation: BOS mass < `SINK_MIN_MASS`, off update / on update <= `NULL_MAX_RATIO` (0.5: the
   off output is small) and cancellation index <= `CANCEL_MAX_INDEX` (0.5: at least half of the
   attention-weighted value norm is cancelled in the sum): the null output comes from values that
@@ -35,10 +38,15 @@ NULL_MAX_RATIO = 0.5  # off update / on update of a run whose off output is smal
 CANCEL_MAX_INDEX = 0.5  # cancellation index of a run whose off values cancel
 
 
+def model_config(recipe: dict[str, Any]) -> ToyConfig:
+    """One causal attention layer, one head, learned BOS, no MLP, bias-free."""
+    return ToyConfig(width=recipe["width"], layers=1, heads=1, max_len=recipe["length"], bos=True)
+
+
 def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """Train one model per seed; per seed, the statistics of its off queries and its pattern."""
     recipe = settings["recipe"]
-    cfg = ToyConfig(width=recipe["width"], layers=1, heads=1, max_len=recipe["length"], bos=True)
+    cfg = model_config(recipe)
     tcfg = TrainConfig(**recipe["train"])
     rows, curves = [], []
     for seed in range(recipe["n_seeds"]):
@@ -49,6 +57,7 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
             recipe["p_off"],
             "hard",
             torch.Generator().manual_seed(seeds.data),
+            shift=recipe["shift"],
         )
         model, curve = fit(
             cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], f"D4 seed {seed}"
@@ -92,13 +101,16 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
     )
     per_run = "; ".join(
         f"seed {r.seed}: BOS mass {r.bos_mass_off:.3f}, self mass {r.self_mass_off:.3f}, BOS "
-        f"value-norm ratio {r.value_ratio:.3f}, off / on update {r.update_off_over_on:.3f}, "
+        f"projected value-norm ratio {r.value_ratio:.3f}, off / on update "
+        f"{r.update_off_over_on:.3f}, "
         f"cancellation index {r.cancellation_index_off:.3f}, MSE {r.mse:.4g}"
         for r in s.itertuples()
     )
     counts = (
         f"{n} runs: {int(s.is_sink.sum())} sink, {int(s.is_cancellation.sum())} cancellation, "
-        f"{int(n - s.is_sink.sum() - s.is_cancellation.sum())} neither"
+        f"{int(n - s.is_sink.sum() - s.is_cancellation.sum())} neither; attention pattern of "
+        f"the off queries (mean mass >= 0.5 on the BOS: sink, else on themselves: diagonal, "
+        f"else other): {s.pattern.value_counts().to_dict()}"
     )
     note = (
         f"{counts}; off queries per run: {per_run}; eval MSE over the last fifth of training: "
@@ -129,7 +141,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     axes[0].legend(fontsize=7)
     axes[1].bar(s.seed, s.value_ratio, color="C2")
     axes[1].axhline(0.2, ls=":", c="gray", label="NOP bound 0.2")
-    axes[1].set(xlabel="seed", ylabel="||v_BOS|| / mean ||v_j||", title="BOS value norm")
+    axes[1].set(xlabel="seed", ylabel="||W_O v_BOS|| / mean ||W_O v_j||", title="BOS value norm")
     axes[1].legend(fontsize=7)
     axes[2].bar(s.seed - width / 2, s.update_off_over_on, width, label="update off / on")
     axes[2].bar(

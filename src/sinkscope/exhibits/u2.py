@@ -1,10 +1,15 @@
-"""U2: global broadcast. y_i = x_i + alpha x_{j*} R, j* = argmax_j <x_j, u>; two pre-LN layers
-(one head each, 4d GELU MLP, learned positional embedding, bidirectional attention).
+"""U2: global broadcast, at the recipe of the Unifying View reference code
+(`toy/notebooks/broadcast_causal_intervention.ipynb`, `toy/global_pathway/common.py`).
+y_i = x_i + alpha x_{j*} R, j* = argmax_j <x_j, u>; two pre-LN layers (one head each, head dim =
+width, bias-free W_Q, W_K, W_V, W_O, LayerNorms and a 4d GELU MLP with biases), a learned
+positional embedding added to the first layer's LayerNorm input only, bidirectional attention.
 
-Per seed and layer, with the shared metrics: attention inflow to j* (mean over queries of
-A_{i j*}), the value-norm ratio at j*, the stable rank of the head update A V W_O and its norm
-relative to the input. The hub is the layer with the larger inflow. Claims are means over the
-seeds with t-intervals (`stats.over_seeds`).
+Per seed and layer, with the shared metrics: the max inflow of the reference (mean over
+sequences of the largest column mass max_s mean_i A_is: the sink strength the paper reports per
+layer), the attention to j* (mean over queries of A_{i j*}), the value-norm ratio at j* of the
+projected values W_O v, the stable rank of the head update W_O A V and its norm relative to the
+input. The hub is the layer with the larger attention to j*. Claims are means over the seeds with
+t-intervals (`stats.over_seeds`).
 """
 
 from __future__ import annotations
@@ -23,10 +28,27 @@ from ..toys.train import Seeds, TrainConfig, fit
 from . import Measured
 
 
+def model_config(recipe: dict[str, Any]) -> ToyConfig:
+    """The reference architecture at the recipe's width and length."""
+    return ToyConfig(
+        width=recipe["width"],
+        layers=2,
+        heads=1,
+        max_len=recipe["length"],
+        bos=False,
+        pos_emb=True,
+        mlp=True,
+        causal=False,
+        bias=False,
+        norm_bias=recipe["bias"],
+        mlp_bias=recipe["bias"],
+    )
+
+
 @torch.no_grad()
 def _analyse(model: ToyTransformer, task: BroadcastTask, eval_seed: int, n_eval: int) -> list[dict]:
-    """Per layer: task MSE, inflow to j*, value-norm ratio at j*, stable rank and relative norm
-    of the head update."""
+    """Per layer: task MSE, max inflow, attention to j*, value-norm ratio at j*, stable rank and
+    relative norm of the head update."""
     x, y, info = task.sample(n_eval, torch.Generator().manual_seed(eval_seed))
     device = next(model.parameters()).device
     out, records = model(x.to(device), record=True)
@@ -34,7 +56,7 @@ def _analyse(model: ToyTransformer, task: BroadcastTask, eval_seed: int, n_eval:
     jstar = info["jstar"]
     rows = []
     for layer, rec in enumerate(records):
-        attn, values = rec["attn"][:, 0].cpu(), rec["values"][:, 0].cpu()
+        attn, values = rec["attn"][:, 0].cpu(), rec["values_out"][:, 0].cpu()
         update = rec["update"][:, 0].cpu()
         inflow = metrics.sink_weights(attn, jstar).mean(-1)
         srank = metrics.stable_rank(metrics.singular_values(update))
@@ -42,6 +64,7 @@ def _analyse(model: ToyTransformer, task: BroadcastTask, eval_seed: int, n_eval:
             {
                 "layer": layer,
                 "mse": mse,
+                "max_inflow": attn.mean(-2).max(-1).values.mean().item(),
                 "inflow_jstar": inflow.mean().item(),
                 "value_ratio": metrics.value_norm_ratio(values, jstar).mean().item(),
                 "srank": srank.mean().item(),
@@ -52,19 +75,10 @@ def _analyse(model: ToyTransformer, task: BroadcastTask, eval_seed: int, n_eval:
 
 
 def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """Train one model per seed; per seed and layer, the statistics of the module docstring."""
+    """Train one model per seed; per seed and layer, the statistics of the module docstring, and
+    the paper's table per seed (task MSE, max inflow of each layer)."""
     recipe = settings["recipe"]
-    cfg = ToyConfig(
-        width=recipe["width"],
-        layers=2,
-        heads=1,
-        max_len=recipe["length"],
-        bos=False,
-        pos_emb=True,
-        mlp=True,
-        causal=False,
-        bias=recipe["bias"],
-    )
+    cfg = model_config(recipe)
     tcfg = TrainConfig(**recipe["train"])
     rows, curves = [], []
     for seed in range(recipe["n_seeds"]):
@@ -81,20 +95,33 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
             {**r, "seed": seed, "role": "hub" if r["layer"] == hub else "other"} for r in layers
         ]
         curves.append(curve.assign(seed=seed))
-    return {"layers": pd.DataFrame(rows), "curves": pd.concat(curves)}
+    layers = pd.DataFrame(rows)
+    return {"layers": layers, "seeds": seed_table(layers), "curves": pd.concat(curves)}
+
+
+def seed_table(layers: pd.DataFrame) -> pd.DataFrame:
+    """The paper's table: per seed, the task MSE and each layer's max inflow (1-based layer
+    names, as the paper's), then their mean over the seeds."""
+    wide = layers.pivot(index="seed", columns="layer", values="max_inflow")
+    wide.columns = [f"inflow L{layer + 1}" for layer in wide.columns]
+    table = layers.groupby("seed").mse.first().rename("task MSE").to_frame().join(wide)
+    table = table.reset_index().astype({"seed": str})
+    mean = table.drop(columns="seed").mean().to_frame().T.assign(seed="mean")
+    return pd.concat([table, mean], ignore_index=True)
 
 
 def _model(recipe: dict[str, Any]) -> str:
     biases = "with" if recipe["bias"] else "without"
-    return (
-        f"2-layer 1-head toy with MLP, {biases} biases, d={recipe['width']}, L={recipe['length']}"
-    )
+    width, length = recipe["width"], recipe["length"]
+    return f"2-layer 1-head toy + MLP, {biases} LN/MLP biases, d={width}, L={length}"
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
-    """Means over seeds of the hub layer, with t-intervals over the seeds; the note gives the
-    per-seed values, the other layer and the end of training."""
+    """Means over seeds (layer 1's max inflow; the hub layer's stable rank and value-norm ratio),
+    with t-intervals over the seeds; the note gives the per-seed values, the other layer and the
+    end of training."""
     layers = tables["layers"]
+    first = layers[layers.layer == 0].sort_values("seed")
     hub = layers[layers.role == "hub"].sort_values("seed")
     other = layers[layers.role == "other"]
     recipe = settings["recipe"]
@@ -102,24 +129,29 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
         f"seed {seed} {late_change(curve)}" for seed, curve in tables["curves"].groupby("seed")
     )
     context = (
-        f"{len(hub)} seeds; hub layer (0-based) per seed: "
-        f"{hub.layer.value_counts().sort_index().to_dict()}; the other layer (means over seeds): "
-        f"inflow to j* {other.inflow_jstar.mean():.3f} (1/L = {1 / recipe['length']:.3f}), "
+        f"{len(hub)} seeds; hub layer (1-based) per seed: "
+        f"{(hub.layer + 1).value_counts().sort_index().to_dict()}; hub attention to j* "
+        f"{hub.inflow_jstar.mean():.3f}; the other layer (means over seeds): "
+        f"attention to j* {other.inflow_jstar.mean():.3f} (1/L = {1 / recipe['length']:.3f}), "
         f"value-norm ratio {other.value_ratio.mean():.2f}, stable rank {other.srank.mean():.2f}, "
         f"update norm / input norm {other.update_rel_norm.mean():.2f}"
     )
+    inflows = layers.groupby("layer").max_inflow.mean()
+    inflow_note = "; max inflow per layer (1-based, means over seeds): " + ", ".join(
+        f"L{layer + 1} {value:.3f}" for layer, value in inflows.items()
+    )
     columns = {
-        "U2.mse": ("mse", "task MSE"),
-        "U2.hub_inflow": ("inflow_jstar", "hub inflow to j*"),
-        "U2.hub_srank": ("srank", "hub update stable rank"),
-        "U2.hub_value_ratio": ("value_ratio", "hub value-norm ratio at j*"),
+        "U2.mse": (first, "mse", "task MSE"),
+        "U2.layer1_inflow": (first, "max_inflow", "layer 1 max inflow"),
+        "U2.hub_srank": (hub, "srank", "hub update stable rank"),
+        "U2.hub_value_ratio": (hub, "value_ratio", "hub value-norm ratio at j*"),
     }
     model = _model(recipe)
     measured = {}
-    for cid, (column, what) in columns.items():
-        values = hub[column].to_numpy(float)
+    for cid, (rows, column, what) in columns.items():
+        values = rows[column].to_numpy(float)
         per_seed = ", ".join(f"{v:.4g}" for v in values)
-        note = f"{what} per seed: {per_seed}; {context}"
+        note = f"{what} per seed: {per_seed}; {context}{inflow_note}"
         if cid == "U2.mse":
             note += f"; eval MSE over the last fifth of training: {training}"
         measured[cid] = Measured(float(values.mean()), model, note, over_seeds(values))
@@ -127,12 +159,12 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
-    """Per layer over seeds: inflow to j*, value-norm ratio, stable rank; training curves."""
+    """Per layer over seeds: max inflow, value-norm ratio, stable rank; training curves."""
     layers = tables["layers"]
     fig, axes = plotting.panels(4, width=3.3, height=3.2)
     views = [
-        ("inflow_jstar", "attention inflow to j*"),
-        ("value_ratio", "||v_j*|| / mean ||v||"),
+        ("max_inflow", "max inflow max_s mean_i A_is"),
+        ("value_ratio", "||W_O v_j*|| / mean ||W_O v||"),
         ("srank", "stable rank of update"),
     ]
     for ax, (col, label) in zip(axes[:3], views, strict=True):

@@ -39,19 +39,20 @@ def late_change(curve: pd.DataFrame) -> str:
 
 @torch.no_grad()
 def switch_stats(model: ToyTransformer, task: SwitchTask, eval_seed: int, n_eval: int) -> dict:
-    """Where the off queries of a trained switch model put their attention, and what it adds."""
+    """Where the off queries of a trained switch model put their attention, and what it adds.
+    The value-norm ratio is that of the projected values W_O v (what a head adds), as in U1."""
     x, y, info = task.sample(n_eval, torch.Generator().manual_seed(eval_seed))
     device = next(model.parameters()).device
     out, records = model(x.to(device), record=True)
     rec = records[0]
-    attn, values = rec["attn"][:, 0].cpu(), rec["values"][:, 0].cpu()
+    attn = rec["attn"][:, 0].cpu()
     values_out, update = rec["values_out"][:, 0].cpu(), rec["update"][:, 0].cpu()
     off = info["off"]
     q_attn = attn[:, 1:]  # queries of the task tokens
     self_mass = q_attn[..., 1:].diagonal(dim1=-2, dim2=-1)
     weighted = (q_attn * values_out.norm(dim=-1)[:, None, :]).sum(-1)  # sum_j A_ij ||u_j||
     upd = update[:, 1:].norm(dim=-1)
-    sink = torch.zeros(values.shape[0], dtype=torch.long)
+    sink = torch.zeros(values_out.shape[0], dtype=torch.long)
     bos_mass_off = q_attn[..., 0][off].mean().item()
     self_mass_off = self_mass[off].mean().item()
     stats = {
@@ -59,7 +60,7 @@ def switch_stats(model: ToyTransformer, task: SwitchTask, eval_seed: int, n_eval
         "bos_mass_off": bos_mass_off,
         "bos_mass_on": q_attn[..., 0][~off].mean().item(),
         "self_mass_off": self_mass_off,
-        "value_ratio": metrics.value_norm_ratio(values, sink).mean().item(),
+        "value_ratio": metrics.value_norm_ratio(values_out, sink).mean().item(),  # W_O v
         "update_off_over_on": (upd[off].mean() / upd[~off].mean()).item(),
         "cancellation_index_off": (upd[off] / weighted[off].clamp_min(1e-12)).mean().item(),
     }

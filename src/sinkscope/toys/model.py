@@ -1,9 +1,13 @@
 """One configurable small transformer for every toy, with hooks that expose its internals.
 
-Tokens are real vectors (batch, length, width); an optional learned BOS vector is prepended at
-position 0 and dropped from the output. Blocks are pre-LN: h += attn(LN(h)); h += mlp(LN(h)).
-The output is the residual stream after the last block (no final norm), so a block that adds
-nothing leaves the tokens unchanged.
+Tokens are real vectors (batch, length, width). With a BOS, position 0 is a dedicated sink token
+whose input is zero: a learned BOS vector is added there, and it is dropped from the output. The
+learned BOS vector and the optional learned positional embedding enter the input of the first
+layer's LayerNorm only; the residual stream carries the raw tokens (zero at the BOS), as in the
+toys of the Unifying View reference code (`toy/notebooks/noop_causal_intervention.ipynb`,
+`toy/global_pathway/common.py`). Blocks are pre-LN: h += attn(LN(h + e)) (e: the embeddings, first
+layer only); h += mlp(LN(h)). The output is the residual stream after the last block (no final
+norm), so a block that adds nothing leaves the tokens unchanged.
 
 With `record=True` the forward pass returns, per layer, what `sinkscope.metrics` needs:
 attention (B, H, T, T), values v (B, H, T, d_head) before W_O, values_out u = v W_O^h
@@ -30,11 +34,14 @@ class ToyConfig:
     layers: int = 1
     heads: int = 1
     max_len: int = 64
-    bos: bool = True  # a learned BOS vector at position 0
-    pos_emb: bool = False  # learned positional embedding added before layer 1
+    bos: bool = True  # a dedicated sink token at position 0 (zero input + a learned vector)
+    pos_emb: bool = False  # learned positional embedding added to the first layer's LN input
     mlp: bool = False  # a 4*width GELU MLP after each attention
-    bias: bool = False
+    bias: bool = False  # biases of the attention projections W_Q, W_K, W_V, W_O
+    norm_bias: bool = False  # LayerNorm bias (the LayerNorm always has a learned gain)
+    mlp_bias: bool = False  # biases of the MLP's two linear maps
     causal: bool = True
+    bos_std: float = 1.0  # init std of the BOS vector's entries (positional: 0.02)
 
     def asdict(self) -> dict:
         return asdict(self)
@@ -82,15 +89,15 @@ class Attention(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: ToyConfig):
         super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.width, bias=cfg.bias)
+        self.ln1 = nn.LayerNorm(cfg.width, bias=cfg.norm_bias)
         self.attn = Attention(cfg)
         self.mlp = None
         if cfg.mlp:
-            self.ln2 = nn.LayerNorm(cfg.width, bias=cfg.bias)
+            self.ln2 = nn.LayerNorm(cfg.width, bias=cfg.norm_bias)
             self.mlp = nn.Sequential(
-                nn.Linear(cfg.width, 4 * cfg.width, bias=cfg.bias),
+                nn.Linear(cfg.width, 4 * cfg.width, bias=cfg.mlp_bias),
                 nn.GELU(),
-                nn.Linear(4 * cfg.width, cfg.width, bias=cfg.bias),
+                nn.Linear(4 * cfg.width, cfg.width, bias=cfg.mlp_bias),
             )
 
 
@@ -98,10 +105,9 @@ class ToyTransformer(nn.Module):
     def __init__(self, cfg: ToyConfig):
         super().__init__()
         self.cfg = cfg
-        self.bos = nn.Parameter(torch.randn(cfg.width)) if cfg.bos else None
-        self.pos = (
-            nn.Parameter(0.02 * torch.randn(cfg.max_len + 1, cfg.width)) if cfg.pos_emb else None
-        )
+        self.bos = nn.Parameter(cfg.bos_std * torch.randn(cfg.width)) if cfg.bos else None
+        rows = cfg.max_len + int(cfg.bos)
+        self.pos = nn.Parameter(0.02 * torch.randn(rows, cfg.width)) if cfg.pos_emb else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
 
     @property
@@ -114,13 +120,16 @@ class ToyTransformer(nn.Module):
     ) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
         """Outputs at the task tokens (B, L, d) and, if `record`, one dict per layer."""
         if self.bos is not None:
-            x = torch.cat([self.bos.expand(x.shape[0], 1, -1), x], dim=1)
+            x = torch.cat([x.new_zeros(x.shape[0], 1, x.shape[2]), x], dim=1)
+        embed = x.new_zeros(x.shape[1:])  # what the first layer's LayerNorm adds to its input
+        if self.bos is not None:
+            embed = embed + nn.functional.pad(self.bos[None], (0, 0, 0, x.shape[1] - 1))
         if self.pos is not None:
-            x = x + self.pos[: x.shape[1]]
+            embed = embed + self.pos[: x.shape[1]]
         records: list[dict[str, torch.Tensor]] = []
         for layer, block in enumerate(self.blocks):
             rec = {"hidden": x} if record else None
-            x = x + block.attn(block.ln1(x), layer, edit, rec)
+            x = x + block.attn(block.ln1(x + embed if layer == 0 else x), layer, edit, rec)
             if block.mlp is not None:
                 x = x + block.mlp(block.ln2(x))
             if rec is not None:

@@ -74,11 +74,21 @@ class BroadcastTask:
 class SwitchTask:
     """D4/D5 attention switch: "on" tokens need communication, "off" tokens must not get any.
 
-    Tokens are N(0, I) with coordinate 0 replaced by the switch flag (+flag on, -flag off); a
-    fraction `p_off` is off. On token i: y_i = x_i + M mean_{j <= i} c_j (c_j = x_j with the
-    flag zeroed, M a fixed orthogonal matrix): a causal average, i.e. communication.
-    Off token i: `hard`: y_i = x_i (the layer must add exactly zero); `soft`: y_i = x_i + M c_i
-    (a function of the token alone: diagonal attention or a sink plus an MLP can realise it).
+    Coordinate 0 of a token is its switch flag (+flag on, -flag off; a fraction `p_off` is off)
+    and coordinate 1 is -shift for every token: the tokens lie in the strict half-space
+    x_1 < 0, so a sink embedding on the other side (x_1 > 0) can be told apart from all of them
+    by one direction (the alignment condition of the Sink-vs-diagonal paper under which a hard
+    switch is a sink). The other coordinates are random (a uniformly random direction), set so
+    that every token has zero mean and unit variance over its coordinates: a LayerNorm leaves it
+    unchanged (up to its gain and bias), so the common coordinate reaches the attention exactly.
+
+    On token i: y_i = x_i + M mean_{j <= i} c_j (c_j = x_j with coordinates 0 and 1 zeroed, M a
+    fixed orthogonal matrix that neither reads nor writes them): a causal average, i.e.
+    communication. Off token i: `hard`: y_i = x_i (the layer must add exactly zero); `soft`:
+    y_i = x_i + M c_i (a function of the token alone: diagonal attention or a sink plus an MLP
+    can realise it). A sink realises the hard switch exactly in the limit of large attention
+    scores: keys that read coordinate 1 separate the sink from every token, queries that read
+    the flag send off queries to the sink and keep on queries off it, the sink's value is zero.
     """
 
     width: int
@@ -87,22 +97,39 @@ class SwitchTask:
     mode: str  # hard | soft
     gen: torch.Generator
     flag: float = 2.0
+    shift: float = 1.0
     rot: torch.Tensor = field(init=False)
 
     def __post_init__(self) -> None:
         if self.mode not in ("hard", "soft"):
             raise ValueError(f"switch mode must be hard or soft, not {self.mode!r}")
+        rest = self.width - 2
+        spare = self.width - self.flag**2 - self.shift**2 - (self.flag + self.shift) ** 2 / rest
+        if rest < 2 or spare <= 0:
+            raise ValueError(
+                f"width {self.width} leaves no room for a unit-variance token with flag "
+                f"{self.flag} and shift {self.shift}"
+            )
         self.rot = orthogonal(self.width, self.gen)
-        self.rot[0], self.rot[:, 0] = 0.0, 0.0  # the flag is neither read nor written
+        self.rot[:2], self.rot[:, :2] = 0.0, 0.0  # flag and shift are neither read nor written
 
     def sample(self, batch: int, gen: torch.Generator):
-        x = torch.randn(batch, self.length, self.width, generator=gen)
+        r = torch.randn(batch, self.length, self.width - 2, generator=gen)
         off = torch.rand(batch, self.length, generator=gen) < self.p_off
+        flag = torch.where(off, -self.flag, self.flag)
+        rest = self.width - 2
+        mean = -(flag - self.shift) / rest  # the rest's mean that makes the token's mean zero
+        spare = self.width - flag**2 - self.shift**2 - rest * mean**2  # its centred square norm
+        r = r - r.mean(-1, keepdim=True)
+        r = r * (spare.sqrt() / r.norm(dim=-1))[..., None]
+        x = torch.cat(
+            [flag[..., None], torch.full_like(flag, -self.shift)[..., None], mean[..., None] + r],
+            dim=-1,
+        )
         content = x.clone()
-        content[..., 0] = 0.0
-        x[..., 0] = torch.where(off, -self.flag, self.flag)
+        content[..., :2] = 0.0
         counts = torch.arange(1, self.length + 1, dtype=x.dtype)[None, :, None]
-        mean = content.cumsum(1) / counts
+        running = content.cumsum(1) / counts
         own = content if self.mode == "soft" else torch.zeros_like(content)
-        update = torch.where(off[..., None], own, mean) @ self.rot
+        update = torch.where(off[..., None], own, running) @ self.rot
         return x, x + update, {"off": off}

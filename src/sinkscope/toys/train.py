@@ -1,9 +1,11 @@
 """Seeded AdamW training of a toy model in the shared resumable loop (`sinkscope.training`).
 
 Three separate seeds: `init` (the model's parameters), `data` (the training batches) and
-`eval` (a fixed evaluation batch). The learning rate warms up linearly and then stays
-constant, so a run of N steps is the prefix of a run of M > N steps; a resumed run continues
-exactly where an interrupted one stopped (the checkpoint holds the data generator's state).
+`eval` (a fixed evaluation batch). The learning rate warms up linearly over `warmup` steps
+(none with 0, as in the reference recipes of the toys) and then stays constant (`clip` None,
+the default, leaves the gradient unclipped), so a run of N steps is the prefix of a run of
+M > N steps; a resumed run continues exactly where an interrupted one stopped (the checkpoint
+holds the data generator's state).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ class TrainConfig:
     lr: float = 3e-3
     weight_decay: float = 0.0
     warmup: int = 50
-    clip: float = 1.0
+    clip: float | None = None  # gradient-norm clipping; None: none
+    betas: tuple[float, float] = (0.9, 0.98)
     eval_batch: int = 512
     log_every: int = 10
     checkpoint_every: int = 200
@@ -60,7 +63,7 @@ def train(
     """
     model = build(cfg, seeds.init).to(device)
     opt = torch.optim.AdamW(
-        model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay, betas=(0.9, 0.98)
+        model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay, betas=tuple(tcfg.betas)
     )
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / max(1, tcfg.warmup))
@@ -92,7 +95,7 @@ def train(
         log,
         steps=tcfg.steps,
         log_every=tcfg.log_every,
-        clip=tcfg.clip,
+        clip=float("inf") if tcfg.clip is None else tcfg.clip,  # inf: the gradient unchanged
         checkpoint=checkpoint,
         checkpoint_every=tcfg.checkpoint_every,
         generators={"data": data_gen},
