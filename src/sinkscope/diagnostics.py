@@ -177,13 +177,9 @@ def over_inputs(
     statistic: Callable[..., float | bool], *arrays: np.ndarray, unit: str
 ) -> tuple[float | bool, Interval]:
     """`statistic(*arrays)` and its percentile bootstrap interval over the inputs, the first axis
-    of every array (resampled together; resamples on which the statistic is undefined are left
-    out, `sinkscope.stats.bootstrap`). Undefined (NaN) on the full sample, it gets the interval
-    (-inf, inf): it decides no check."""
-    value = statistic(*arrays)
-    if np.isnan(float(value)):
-        return value, Interval(-np.inf, np.inf, len(arrays[0]), f"bootstrap over {unit}")
-    return value, bootstrap(statistic, *arrays, unit=unit)
+    of every array (resampled together, `sinkscope.stats.bootstrap`: undecided when the value is
+    undefined)."""
+    return statistic(*arrays), bootstrap(statistic, *arrays, unit=unit)
 
 
 def mechanism(

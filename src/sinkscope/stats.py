@@ -37,6 +37,12 @@ class Interval:
         return f"[{self.low:.4g}, {self.high:.4g}] ({100 * LEVEL:g} %, {how})"
 
 
+def undecided(n: int, basis: str) -> Interval:
+    """The interval (-inf, inf) of a value with no interval (one seed, one unit, or undefined at
+    this scale): it decides no check."""
+    return Interval(-np.inf, np.inf, n, basis)
+
+
 def exact(value: float | bool, n: int = 1) -> Interval:
     """The interval of a value computed exactly (from `n` items)."""
     return Interval(float(value), float(value), n, "exact")
@@ -46,9 +52,10 @@ def over_seeds(values: Sequence[float]) -> Interval:
     """The t-interval of the mean over independent seeds; one seed gives no interval
     (-inf, inf), so no one-seed value decides a check."""
     values = np.asarray(values, dtype=float)
-    if len(values) < 2 or np.ptp(values) == 0:
-        low, high = (-np.inf, np.inf) if len(values) < 2 else (values[0], values[0])
-        return Interval(float(low), float(high), len(values), "seeds")
+    if len(values) < 2:
+        return undecided(len(values), "seeds")
+    if np.ptp(values) == 0:
+        return Interval(float(values[0]), float(values[0]), len(values), "seeds")
     low, high = stats.ttest_1samp(values, 0.0).confidence_interval(LEVEL)
     return Interval(float(low), float(high), len(values), "seeds")
 
@@ -59,7 +66,7 @@ def difference_over_seeds(a: Sequence[float], b: Sequence[float]) -> Interval:
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     n = int(min(len(a), len(b)))
     if n < 2:
-        return Interval(-np.inf, np.inf, n, "seeds")
+        return undecided(n, "seeds")
     if np.ptp(a) == 0 and np.ptp(b) == 0:
         return Interval(float(a.mean() - b.mean()), float(a.mean() - b.mean()), n, "seeds")
     low, high = stats.ttest_ind(a, b, equal_var=False).confidence_interval(LEVEL)
@@ -75,12 +82,13 @@ def bootstrap(
 ) -> Interval:
     """The percentile bootstrap interval of `statistic(*samples)`, resampling the rows (first
     axis, any shape) of each sample: the same rows of all when `paired`. Resamples on which the
-    statistic is undefined (NaN, e.g. a slope through one distinct point) are left out. Seeded,
-    so reruns agree."""
+    statistic is undefined (NaN, e.g. a slope through one distinct point) are left out; a
+    statistic undefined on the full sample, or fewer than 2 rows, gives `undecided`. Seeded, so
+    reruns agree."""
     arrays = [np.asarray(sample) for sample in samples]
     n = min(len(array) for array in arrays)
-    if n < 2:
-        return Interval(-np.inf, np.inf, n, f"bootstrap over {unit}")
+    if n < 2 or not np.isfinite(float(statistic(*arrays))):
+        return undecided(n, f"bootstrap over {unit}")
     rng = np.random.default_rng(0)
     if paired:
         if len({len(array) for array in arrays}) > 1:
@@ -96,7 +104,7 @@ def bootstrap(
     )
     values = values[np.isfinite(values)]
     if not len(values):
-        return Interval(-np.inf, np.inf, n, f"bootstrap over {unit}")
+        return undecided(n, f"bootstrap over {unit}")
     tail = 100 * (1 - LEVEL) / 2
     low, high = np.percentile(values, [tail, 100 - tail])
     return Interval(float(low), float(high), n, f"bootstrap over {unit}")
@@ -106,7 +114,7 @@ def share(hits: int, n: int, unit: str) -> Interval:
     """The Clopper-Pearson interval of a proportion `hits / n` (runs, images, inputs ... that
     show a pattern), e.g. the share of seeds whose trained model uses a sink."""
     if n == 0:
-        return Interval(-np.inf, np.inf, 0, unit)
+        return undecided(0, unit)
     interval = stats.binomtest(int(hits), int(n)).proportion_ci(LEVEL, method="exact")
     return Interval(float(interval.low), float(interval.high), int(n), unit)
 

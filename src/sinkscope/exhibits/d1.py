@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import diagnostics as dx
 from .. import plotting
-from ..stats import Interval
+from ..stats import undecided
 from . import Measured, read_tables, stack
 
 
@@ -34,7 +34,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     middle = layer[dx.third(layer, 1)].to_numpy()
     if not len(middle):
         note = f"no middle third in {shares.shape[1]} layers"
-        interval = Interval(-np.inf, np.inf, len(shares), "bootstrap over windows")
+        interval = undecided(len(shares), "bootstrap over windows")
         return {"D1.middle_layers_nonpositive": Measured(float("nan"), model, note, interval)}
     share, interval = dx.over_inputs(lambda x: float(x.mean()), shares[:, middle], unit="windows")
     note = (

@@ -70,7 +70,7 @@ import torch
 from scipy.optimize import minimize, minimize_scalar
 
 from .. import plotting
-from ..stats import Interval, bootstrap, loglog_slope
+from ..stats import Interval, bootstrap, loglog_slope, undecided
 from . import Measured
 
 DISTRIBUTIONS = ("bigram", "copy-paste")
@@ -405,7 +405,7 @@ def _over_lengths(statistic, lengths: np.ndarray, *curves: np.ndarray) -> Interv
     """Bootstrap over the T points (pairs of T and norms); a resample holding a single distinct
     T defines no slope and is left out. Fewer than 3 lengths give no interval: (-inf, inf)."""
     if len(np.unique(lengths)) < 3:
-        return Interval(-np.inf, np.inf, len(lengths), "bootstrap over lengths T")
+        return undecided(len(lengths), "bootstrap over lengths T")
     return bootstrap(statistic, lengths, *curves, unit="lengths T")
 
 

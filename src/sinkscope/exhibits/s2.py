@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import diagnostics as dx
 from .. import plotting
-from ..stats import Interval
+from ..stats import undecided
 from . import Measured, read_tables, stack
 
 BOTTOM = 2  # the claim looks at the layers beyond the bottom two
@@ -40,7 +40,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     claim = "S2.initial_tokens_beyond_bottom_two"
     if n_layers <= BOTTOM:
         note = f"{n_layers} layers: none beyond the bottom {BOTTOM}"
-        interval = Interval(-np.inf, np.inf, n_windows, "bootstrap over windows")
+        interval = undecided(n_windows, "bootstrap over windows")
         return {claim: Measured(float("nan"), model, note, interval)}
     beyond = shares[:, BOTTOM:]
     value, interval = dx.over_inputs(lowest, beyond, unit="windows")

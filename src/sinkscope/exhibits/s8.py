@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics, plotting
-from ..stats import Interval, bootstrap
+from ..stats import bootstrap, undecided
 from ..vision.tables import labelled
 from . import Measured
 
@@ -164,15 +164,9 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         return float(np.sum(a) / total) if total > 0 else float("inf")
 
     removed = ratio(both["with"], both["without"])
-    if np.isfinite(removed):
-        removal = bootstrap(
-            ratio, both["with"].to_numpy(), both["without"].to_numpy(), unit="images"
-        )
-    else:  # no outlier without registers: nothing to remove, no ratio
-        removed, removal = (
-            float("nan"),
-            Interval(-np.inf, np.inf, len(both), "bootstrap over images"),
-        )
+    removal = bootstrap(ratio, both["with"].to_numpy(), both["without"].to_numpy(), unit="images")
+    if not np.isfinite(removed):  # no outlier without registers: nothing to remove, no ratio
+        removed = float("nan")
     found = {
         "S8.outlier_share": Measured(
             share_without,
@@ -194,7 +188,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     if len(lower):
         interval = bootstrap(mean, lower.to_numpy(), unit="images")
     else:
-        interval = Interval(-np.inf, np.inf, 0, "bootstrap over images")
+        interval = undecided(0, "bootstrap over images")
     found["S8.outliers_low_information"] = Measured(
         mean(lower) if len(lower) else float("nan"),
         pair,

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import diagnostics as dx
 from .. import plotting
-from ..stats import Interval
+from ..stats import undecided
 from . import Measured, read_tables, stack
 
 FIRST_LAYER = 1  # the claims look at the heads of layers >= 1
@@ -57,9 +57,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     per_input = tables["per_input"][tables["per_input"].model == model]
     if per_input.empty:
         note = f"no heads in layers >= {FIRST_LAYER}"
-        nothing = Measured(
-            float("nan"), model, note, Interval(-np.inf, np.inf, 0, "bootstrap over images")
-        )
+        nothing = Measured(float("nan"), model, note, undecided(0, "bootstrap over images"))
         return dict.fromkeys(("U4.specialised_heads", "U4.neighbours_do_not"), nothing)
     events = dx.grid(per_input, ["sample", "layer", "head"], "event_relaxed").astype(float)
     layers = np.sort(per_input.layer.unique())

@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import diagnostics as dx
 from .. import plotting
-from ..stats import Interval, bootstrap, difference_over_seeds, over_seeds
+from ..stats import Interval, bootstrap, difference_over_seeds, over_seeds, undecided
 from . import Measured, read_tables
 
 CLASSES = ["NOP", "Broadcast", "other"]
@@ -147,7 +147,7 @@ def _register_share(images: pd.DataFrame) -> tuple[float, Interval, int, int]:
     shares = [on[s] / total[s] for s in seeds if total[s]]
     counts = sum(on.values()), sum(total.values())
     if not shares:
-        return float("nan"), Interval(-np.inf, np.inf, 0, "seeds"), *counts
+        return float("nan"), undecided(0, "seeds"), *counts
     if len(seeds) >= 2:
         return float(np.mean(shares)), over_seeds(shares), *counts
     frame = next(iter(seeds.values()))

@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ..stats import Interval, bootstrap
+from ..stats import Interval, bootstrap, undecided
 
 # the two strata of the positions of one stream: before the cache fills every policy keeps every
 # token (the conditions of one stream score these positions alike), after it they differ
@@ -78,7 +78,7 @@ def ppl_ratio(blocks: pd.DataFrame) -> tuple[float, Interval]:
     indices = [np.arange(len(s)) for s in resampled]  # the bootstrap resamples 1-D samples
     value = statistic(*indices)
     if not resampled:
-        return value, Interval(-np.inf, np.inf, len(blocks), f"bootstrap over {unit}")
+        return value, undecided(len(blocks), f"bootstrap over {unit}")
     interval = bootstrap(statistic, *indices, unit=unit, paired=False)
     return value, replace(interval, n=len(blocks))
 
