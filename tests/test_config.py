@@ -120,6 +120,10 @@ CROSS_FIELD = {
         {"diagnostics.claim_models.image": "smollm2-135m"},
         ["'diagnostics.claim_models.image'", "'registry.smollm2-135m.modality' is text"],
     ),
+    "register claim model has no registers": (
+        {"diagnostics.claim_models.registers": "dinov2-s-focus"},
+        ["'diagnostics.claim_models.registers' names 'dinov2-s-focus', which has no registers"],
+    ),
     "S8 pair not in models": (
         {"mitigation.s8.pairs": [["dinov2-s-focus", "dinov2-g-reg"]]},
         ["'mitigation.s8.pairs.0.1' is 'dinov2-g-reg', which is not in 'models'"],

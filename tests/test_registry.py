@@ -79,11 +79,14 @@ def test_readme_links_each_exhibit_to_its_module_rules_and_outputs():
 
 
 def test_a_claim_model_outside_the_exhibit_is_not_run_never_substituted(default_config):
-    plan = Plan(default_config)
-    assert "U6" in active(plan) and "U6" not in claimed(plan)  # dinov2-s-focus has no registers
+    assert set(claimed(Plan(default_config))) == set(active(Plan(default_config)))
+    diagnostics = default_config["diagnostics"]
+    claim_models = {**diagnostics["claim_models"], "registers": "vit-baseline-s0"}
+    config = {**default_config, "diagnostics": {**diagnostics, "claim_models": claim_models}}
+    plan = Plan(config)
+    assert "U6" in active(plan) and "U6" not in claimed(plan)  # the baseline has no registers
     reason = not_run(plan)["U6"]
-    assert "dinov2-s-focus" in reason and "diagnostics.claim_models.image" in reason
-    assert set(claimed(plan)) == set(active(plan)) - {"U6"}
+    assert "vit-baseline-s0" in reason and "diagnostics.claim_models.registers" in reason
     streamed = {**default_config["streaming"]["ppl"], "models": ["gemma3-270m"]}
     config = {**default_config, "streaming": {**default_config["streaming"], "ppl": streamed}}
     assert "streaming.ppl.claim_models.S3" in not_run(Plan(config))["S3"]

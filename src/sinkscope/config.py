@@ -174,6 +174,16 @@ def _model_problems(config: dict[str, Any]) -> list[str]:
             problems.append(f"'{key}' is {name!r}, which is not in 'models'")
         elif name is not _MISSING:
             check(key, name, modality)
+    key = "diagnostics.claim_models.registers"  # a registry model or a trained ViT with registers
+    name = _get(config, key, str)
+    if isinstance(name, str) and isinstance(registry.get(name), dict):
+        if name not in in_models:
+            problems.append(f"'{key}' is {name!r}, which is not in 'models'")
+        elif not registry[name].get("registers"):
+            problems.append(
+                f"'{key}' names {name!r}, which has no registers ('registry.{name}.registers'); "
+                "name a model with registers"
+            )
     for key in ("streaming.ppl.models", "streaming.latency.models"):
         names = _get(config, key, list)
         for name in [] if names is _MISSING else names:

@@ -157,7 +157,7 @@ def _diagnostics(
     def models(plan: Plan) -> list[str]:
         return plan.models_of(modality, registers)
 
-    key = f"diagnostics.claim_models.{modality or 'image'}"
+    key = f"diagnostics.claim_models.{'registers' if registers else modality or 'image'}"
     which = "model with registers" if registers else f"{modality or ''} model".lstrip()
 
     def unclaimed(plan: Plan) -> str | None:
