@@ -8,6 +8,7 @@ import pytest
 import timm
 import torch
 import transformers
+from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb as neox_rotary
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from sinkscope import metrics
@@ -17,7 +18,7 @@ from sinkscope.extract import (
     qk_spectra,
     uniform_intervention,
 )
-from sinkscope.models.attention import attention_layers
+from sinkscope.models.attention import attention_layers, forward, hooked
 
 COLUMNS = [
     "sink",
@@ -101,6 +102,55 @@ def test_grouped_kv_decoder_matches_direct_recomputation():
     first = layers[layers.layer == index]
     want = metrics.token_similarity(hidden.double()).numpy()
     assert np.abs(first.token_similarity.to_numpy() - want).max() <= 1e-6
+
+
+def test_gpt_neox_packed_heads_match_direct_recomputation():
+    """Pythia's layout: q, k, v interleaved per head in query_key_value, partial rotary, dense."""
+    config = transformers.GPTNeoXConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        rotary_pct=0.25,
+        initializer_range=0.3,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = transformers.GPTNeoXForCausalLM(config).eval()
+    ids = torch.randint(0, 64, (2, 12))
+    index = 1
+    attn = model.base_model.layers[index].attention
+    seen = {}
+
+    def keep(module, probs, values, visible, mixed):
+        if module is attn:
+            seen["values"] = values
+        return probs
+
+    with torch.no_grad(), hooked(model, keep):
+        forward(model, {"input_ids": ids})
+    heads, _ = Extractor(model).run({"input_ids": ids}, np.array([0, 1]))
+
+    with torch.no_grad():
+        hidden = model.base_model(ids, output_hidden_states=True).hidden_states[index]
+        x = model.base_model.layers[index].input_layernorm(hidden)
+        packed = attn.query_key_value.weight.reshape(4, 3, 8, 32)  # head, (q, k, v), d_head, d
+        bias = attn.query_key_value.bias.reshape(4, 3, 8)
+        q, k, v = (
+            torch.einsum("btd,hed->bhte", x, packed[:, part]) + bias[None, :, None, part]
+            for part in range(3)
+        )
+        assert torch.allclose(seen["values"], v, atol=1e-6)
+        cos, sin = model.base_model.rotary_emb(x, torch.arange(12)[None].expand(2, -1))
+        q, k = neox_rotary(q, k, cos, sin)
+        visible = metrics.causal_mask(12)
+        scores = (q @ k.transpose(-1, -2)) * 8**-0.5
+        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        w_out = attn.dense.weight.T.reshape(4, 8, 32)
+        direct = direct_stats(probs, v, w_out, hidden, visible)
+    assert direct["entropy"].max() < 0.9 * np.log(12)  # peaked enough to tell heads apart
+    compare(heads[heads.layer == index].reset_index(drop=True), direct)
 
 
 def test_vit_with_layerscale_matches_direct_recomputation():
@@ -226,6 +276,28 @@ VISION = dict(patch_size=4, image_size=16)
             "text",
         ),
         (
+            lambda: transformers.GPTNeoXForCausalLM(
+                transformers.GPTNeoXConfig(vocab_size=50, rotary_pct=0.25, **TINY)
+            ),
+            "text",
+        ),
+        (
+            lambda: transformers.Gemma2ForCausalLM(
+                transformers.Gemma2Config(
+                    vocab_size=50, num_key_value_heads=2, head_dim=8, sliding_window=4, **TINY
+                )
+            ),
+            "text",
+        ),
+        (
+            lambda: transformers.BertModel(transformers.BertConfig(vocab_size=50, **TINY)),
+            "text",
+        ),
+        (
+            lambda: transformers.Dinov2Model(transformers.Dinov2Config(**TINY, **VISION)),
+            "image",
+        ),
+        (
             lambda: transformers.Dinov2WithRegistersModel(
                 transformers.Dinov2WithRegistersConfig(num_register_tokens=4, **TINY, **VISION)
             ),
@@ -270,6 +342,35 @@ def test_qk_spectra_of_grouped_heads_match_the_weights():
     row = table[(table.layer == 0) & (table["head"] == head)].iloc[0]
     assert row.sigma1 == pytest.approx(sigma[0].item())
     assert row.spectral_peak == pytest.approx((sigma[0] / sigma[1]).item())
+
+
+def test_qk_spectra_of_packed_gpt_neox_heads_match_the_weights():
+    config = transformers.GPTNeoXConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+        num_attention_heads=4,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.GPTNeoXForCausalLM(config)
+    table = qk_spectra(model)
+    weight = model.base_model.layers[0].attention.query_key_value.weight  # rows: h0 q k v, h1 ...
+    head = 2
+    w_q, w_k = weight[head * 24 : head * 24 + 8].T, weight[head * 24 + 8 : head * 24 + 16].T
+    sigma = torch.linalg.svdvals((w_q @ w_k.T).double())
+    row = table[(table.layer == 0) & (table["head"] == head)].iloc[0]
+    assert row.sigma1 == pytest.approx(sigma[0].item())
+    assert row.spectral_peak == pytest.approx((sigma[0] / sigma[1]).item())
+
+
+def test_qk_spectra_of_gpt2_heads_match_the_weights():
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(transformers.GPT2Config(n_embd=32, n_layer=1, n_head=4))
+    table = qk_spectra(model)
+    weight = model.h[0].attn.c_attn.weight  # Conv1D (d, 3d): columns q | k | v
+    head = 1
+    w_q, w_k = weight[:, head * 8 : head * 8 + 8], weight[:, 32 + head * 8 : 32 + head * 8 + 8]
+    sigma = torch.linalg.svdvals((w_q @ w_k.T).double())
+    row = table[(table.layer == 0) & (table["head"] == head)].iloc[0]
+    assert row.sigma1 == pytest.approx(sigma[0].item())
 
 
 def test_uniform_intervention_changes_only_the_chosen_heads():

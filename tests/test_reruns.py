@@ -65,6 +65,7 @@ READS = {
         "streaming.pretrain.lr",
         "streaming.pretrain.held_out",
         "streaming.pretrain.seeds",
+        "device",
     ],
     "streaming_sink_eval": [
         "streaming.pretrain.held_out",
@@ -74,6 +75,7 @@ READS = {
         "streaming.pretrain.cache",
         "streaming.pretrain.sinks",
         "streaming.pretrain.attention_windows",
+        "device",
     ],
     "streaming_memory": [
         "streaming.text.tokenize",

@@ -270,6 +270,15 @@ def test_fast_reads_the_lm_head_as_the_model_does():
         nll_fast(scaled, ids, parse("4+12"))
 
 
+@pytest.mark.parametrize("policy", ["4+12", "0+16", "full"])
+def test_fast_equals_loop_in_bfloat16(policy):
+    """A bf16 model (as on a GPU): the LM-head check and the NLL read it in fp32."""
+    model, ids = tiny_llama().to(torch.bfloat16), stream(60)
+    fast = nll_fast(model, ids, parse(policy), chunk=16)
+    assert (fast - nll_loop(model, ids, parse(policy))).abs().max() <= 5e-3
+    assert (fast - nll_loop(tiny_llama(), ids, parse(policy))).abs().max() <= 1e-2
+
+
 def test_parts_give_every_condition_of_s3_and_s4():
     from sinkscope.streaming.run import PARTS, part_nll
 
@@ -298,6 +307,97 @@ def test_parts_give_every_condition_of_s3_and_s4():
         assert np.allclose(by_condition[name].nll.to_numpy(), loop, atol=TOL)
     with pytest.raises(ValueError, match="unknown part"):
         part_nll(model, text, None, "sinks4", recompute_every=10, chunk=16, **settings)
+
+
+def char_tokenizer(newline_pieces: str, word_start: bool):
+    """A character-level tokenizer (a BPE without merges) written locally: "\n" becomes
+    `newline_pieces`; `word_start` adds a "▁" before the text, as Llama-2's SentencePiece does
+    (so a lone "\n" is two ids and a newline after text one)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(set("abcdefghijklmnopqrstuvwxyz .▁\r\n"))
+    tokenizer = Tokenizer(models.BPE({c: i for i, c in enumerate(alphabet)}, merges=[]))
+    tokenizer.normalizer = normalizers.Replace("\n", newline_pieces)
+    if word_start:
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first", split=False)
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer)
+
+
+@pytest.mark.parametrize(
+    ("newline_pieces", "word_start", "per_newline"),
+    [("\n", True, ["\n"]), ("\r\n", False, ["\r", "\n"]), ("\r\n", True, ["\r", "\n"])],
+)
+def test_newlines_are_the_ids_a_newline_adds_after_text(newline_pieces, word_start, per_newline):
+    from sinkscope.streaming.text import newline_ids
+
+    tokenizer = char_tokenizer(newline_pieces, word_start)
+    lone = tokenizer("\n", add_special_tokens=False).input_ids
+    assert len(lone) == len(per_newline) + word_start  # the lone newline differs when "▁" leads
+    ids = newline_ids(tokenizer, 3)
+    assert tokenizer.convert_ids_to_tokens(ids) == per_newline * 3
+    assert newline_ids(None, 2) == [10, 10]
+
+
+def test_a_newline_merged_into_the_text_is_refused():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from sinkscope.streaming.text import newline_ids
+
+    vocab = {"text\n": 0, "text": 1, "\n": 2}
+    inner = Tokenizer(models.WordLevel(vocab, unk_token="text"))
+    inner.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    with pytest.raises(ValueError, match="merges a newline"):
+        newline_ids(PreTrainedTokenizerFast(tokenizer_object=inner), 4)
+
+
+def test_multi_token_newlines_are_all_kept_as_sinks():
+    """Two ids per newline: 4 newlines are 8 sink tokens, and the window keeps C - 8."""
+    from sinkscope.streaming.run import part_nll
+    from sinkscope.streaming.text import newline_ids
+
+    tokenizer = char_tokenizer("\r\n", word_start=False)
+    model, text = tiny_llama(), stream(40)
+    table = part_nll(model, text, tokenizer, "newline", cache=16, sinks=[4], newline_sinks=4,
+                     short_tokens=40, recompute_every=10, chunk=16)  # fmt: skip
+    assert set(table.condition) == {"nl+8"}
+    assert (len(table), table.position.min(), table.position.max()) == (39, 1, 39)
+    stream_ids = torch.cat((torch.tensor(newline_ids(tokenizer, 4)), text))
+    loop = nll_loop(model, stream_ids, Policy("cache", 16, 8))[8:]  # scores of text[1:]
+    assert np.allclose(table.nll.to_numpy(), loop.numpy(), atol=TOL)
+
+
+def test_timed_steps_wait_for_the_device_before_each_clock_read(monkeypatch):
+    """Every clock read of a timed step comes after a synchronisation of the model's device."""
+    from sinkscope.streaming import latency
+
+    events = []
+    clock = iter(range(1000))
+    monkeypatch.setattr(latency, "synchronize", lambda device: events.append(("sync", device)))
+    monkeypatch.setattr(latency.time, "perf_counter", lambda: events.append("clock") or next(clock))
+    step = latency.StreamingLM.step
+    monkeypatch.setattr(
+        latency.StreamingLM, "step", lambda self, token: events.append("step") or step(self, token)
+    )
+    medians = latency.decode_latency(tiny_llama(), stream(40), parse("2+6"), 3, 2, 1)
+    assert medians == [1, 1]  # each timed step reads two consecutive ticks of the fake clock
+    timed = events[events.index("clock") - 1 :]
+    cpu = ("sync", torch.device("cpu"))
+    assert timed == [cpu, "clock", "step", cpu, "clock"] * 6
+
+
+def test_synchronize_waits_only_for_cuda(monkeypatch):
+    from sinkscope.device import synchronize
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", calls.append)
+    synchronize("cpu")
+    synchronize(torch.device("cpu"))
+    assert calls == []
+    synchronize("cuda")
+    synchronize(torch.device("cuda", 1))
+    assert calls == ["cuda", torch.device("cuda", 1)]
 
 
 SMOLLM = REPO / "resources" / "models" / "smollm2-135m"

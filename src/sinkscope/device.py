@@ -11,3 +11,10 @@ def resolve_device(name: str) -> str:
     if name == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device: cuda was asked for, but torch sees no CUDA device")
     return name
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Wait for the work queued on `device` (CUDA runs kernels asynchronously; a clock read
+    without waiting measures the launch, not the work). A no-op on the CPU."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)

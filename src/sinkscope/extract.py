@@ -49,8 +49,9 @@ class Extractor:
     def _layer_input(self, layer: AttentionLayer) -> Callable:
         def pre_hook(module, args, kwargs):
             hidden = args[0] if args else kwargs["hidden_states"]
-            self._hidden[layer.index] = hidden.detach()
-            self._layer_rows.append(self._layer_stats(layer.index, hidden.detach()))
+            hidden = hidden.detach().to(torch.promote_types(hidden.dtype, torch.float32))
+            self._hidden[layer.index] = hidden
+            self._layer_rows.append(self._layer_stats(layer.index, hidden))
 
         return pre_hook
 

@@ -1,5 +1,5 @@
-# models: materialise each registry entry into resources/models/<name>/ (fp32 safetensors +
-# manifest.json, written last). Later stages take the manifest as their input.
+# models: materialise each registry entry into resources/models/<name>/ (safetensors in fp32 or
+# the entry's dtype + manifest.json, written last). Later stages take the manifest as their input.
 
 REGISTRY_NAMES = "|".join(re.escape(name) for name in config["registry"])
 

@@ -99,6 +99,7 @@ rule streaming_pretrain:
     params:
         text=CORPUS_TEXT,
         pretrain=pick(STREAMING["pretrain"], "arch", "steps", "batch_size", "lr", "held_out", "seeds"),
+        device=config["device"],
         code=code_of("streaming_pretrain.py"),
     log:
         "logs/streaming/pretrain_{variant}.log",
@@ -134,6 +135,7 @@ rule streaming_sink_eval:
             "attention_windows",
         ),
         context=STREAMING["pretrain"]["arch"]["context"],
+        device=config["device"],
         code=code_of("streaming_sink_eval.py"),
     log:
         "logs/streaming/sink_eval.log",

@@ -1,4 +1,4 @@
-"""Materialise one registry model into its fp32 safetensors cache with a manifest."""
+"""Materialise one registry model into its safetensors cache with a manifest."""
 
 import sys
 from pathlib import Path

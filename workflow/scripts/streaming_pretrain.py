@@ -5,12 +5,14 @@ import torch
 
 from sinkscope import logs
 from sinkscope.data.text import corpus_text
+from sinkscope.device import resolve_device
 from sinkscope.provenance import Recorder, write_parquet
 from sinkscope.streaming import pretrain
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
-recorder = Recorder.from_snakemake(smk)
+device = resolve_device(smk.params.device)
+recorder = Recorder.from_snakemake(smk, device=device)
 settings = smk.params.pretrain
 torch.set_num_threads(smk.threads)
 train_ids, _ = pretrain.corpus_bytes(corpus_text(smk.params.text), settings["held_out"])
@@ -23,6 +25,7 @@ model, history = pretrain.train(
     settings["lr"],
     settings["seeds"],
     checkpoints=pretrain.checkpoint_dir(smk.output.model),
+    device=device,
 )
 log.info("%s: final loss %.3f", smk.wildcards.variant, history[-1]["loss"])
 pretrain.save(model, smk.wildcards.variant, settings["arch"], smk.output.model, recorder.record())

@@ -7,13 +7,15 @@ import torch
 
 from sinkscope import logs
 from sinkscope.data.text import corpus_text
+from sinkscope.device import resolve_device
 from sinkscope.provenance import Recorder, write_parquet
 from sinkscope.streaming import pretrain
 from sinkscope.streaming.sink_eval import attention_mass, eval_windows, streaming_ppl
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log = logs.setup(smk.log[0])
-recorder = Recorder.from_snakemake(smk)
+device = resolve_device(smk.params.device)
+recorder = Recorder.from_snakemake(smk, device=device)
 torch.set_num_threads(smk.threads)
 settings = smk.params.evaluation
 _, held_out = pretrain.corpus_bytes(corpus_text(smk.params.text), settings["held_out"])
@@ -26,6 +28,7 @@ windows = torch.from_numpy(held_out[: n_windows * context].copy().reshape(n_wind
 ppl_rows, attention_rows = [], []
 for path in smk.input.models:
     model, variant = pretrain.load(path)
+    model.to(device)
     with torch.inference_mode():
         ppl_rows += streaming_ppl(
             model, variant, streams, settings["cache"], settings["sinks"], chunk=context

@@ -1,4 +1,4 @@
-"""The model registry and the local fp32 model cache."""
+"""The model registry and the local model cache."""
 
 from ..hub import ModelUnavailable, load_tokenizer
 from .cache import CorruptCache, load_model, read_manifest, verify_cache

@@ -28,26 +28,30 @@ _hook: Callable | None = None
 
 def _attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
                softcap=None, **kwargs):  # fmt: skip
-    """Eager attention (as transformers' eager_attention_forward), with the extraction hook."""
+    """Eager attention (as transformers' eager_attention_forward), with the extraction hook.
+
+    Scores, probabilities and A V are computed in fp32 (at least) whatever the model's dtype, and
+    the hook sees them so; the output returns to the model's dtype."""
     scaling = module.head_dim**-0.5 if scaling is None else scaling
     groups = query.shape[1] // key.shape[1]
     key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
-    scores = query @ key.transpose(-1, -2) * scaling
+    wide = torch.promote_types(query.dtype, torch.float32)
+    scores = query.to(wide) @ key.to(wide).transpose(-1, -2) * scaling
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     if attention_mask is not None:
         scores = scores + attention_mask[..., : key.shape[-2]]
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    probs = torch.softmax(scores, dim=-1)
     mixed = None
     if _hook is not None:  # the hook's A V is the attention output, unless it changes the probs
         mixed = metrics.head_update(probs, value)
-        changed = _hook(module, probs, value, _visibility(attention_mask, probs), mixed)
+        changed = _hook(module, probs, value.to(wide), _visibility(attention_mask, probs), mixed)
         if changed is not probs:
             probs, mixed = changed, None
     if mixed is None or (module.training and dropout):
         probs = torch.nn.functional.dropout(probs, p=dropout, training=module.training)
-        mixed = probs @ value
-    return mixed.to(value.dtype).transpose(1, 2).contiguous(), probs
+        mixed = probs @ value.to(probs.dtype)
+    return mixed.to(value.dtype).transpose(1, 2).contiguous(), probs.to(value.dtype)
 
 
 AttentionInterface.register(IMPLEMENTATION, _attention)
@@ -79,15 +83,18 @@ class AttentionLayer:
 
     def qk_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """W_Q^h and W_K^h, (H, d, d_head) each (a grouped key head serves several queries)."""
-        attention = self.attention
+        attention, heads = self.attention, self.w_out.shape[0]
         if hasattr(attention, "c_attn"):  # GPT-2: Conv1D (d, 3d) holding q, k, v
             w_q, w_k, _ = attention.c_attn.weight.detach().split(attention.embed_dim, dim=1)
         elif hasattr(attention, "qkv"):  # timm: Linear (3d, d) holding q, k, v
             w_q, w_k, _ = attention.qkv.weight.detach().T.chunk(3, dim=1)
+        elif hasattr(attention, "query_key_value"):  # GPT-NeoX: (3d, d), q, k, v per head
+            packed = attention.query_key_value.weight.detach().T
+            packed = packed.reshape(packed.shape[0], heads, 3, -1)
+            w_q, w_k = (packed[:, :, part].flatten(1) for part in (0, 1))
         else:
             names = ("q_proj", "k_proj") if hasattr(attention, "q_proj") else ("query", "key")
             w_q, w_k = (getattr(attention, n).weight.detach().T for n in names)
-        heads = self.w_out.shape[0]
         w_q = w_q.reshape(w_q.shape[0], heads, -1).transpose(0, 1)
         w_k = w_k.reshape(w_k.shape[0], -1, w_q.shape[-1]).transpose(0, 1)
         return w_q, w_k.repeat_interleave(heads // w_k.shape[0], 0)
@@ -96,8 +103,9 @@ class AttentionLayer:
 def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
     """The attention layers of a model.
 
-    transformers: Llama-like decoders (Llama, Mistral, Gemma, Qwen), GPT-2, BERT, DINOv2 (with or
-    without registers) and the CLIP vision tower; timm: VisionTransformer and its subclasses.
+    transformers: Llama-like decoders (Llama, Mistral, Gemma 2 and 3, Qwen), GPT-NeoX (Pythia),
+    GPT-2, BERT, DINOv2 (with or without registers) and the CLIP vision tower; timm:
+    VisionTransformer and its subclasses.
     """
     base = getattr(model, "base_model", model)
     found = []
@@ -105,9 +113,12 @@ def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
         for i, block in enumerate(base.blocks):
             scale = getattr(block.ls1, "gamma", None)
             found.append((i, block, block.attn, block.attn.proj.weight, scale))
-    elif hasattr(base, "layers"):  # Llama, Mistral, Gemma, Qwen: layer.self_attn.o_proj
+    elif hasattr(base, "layers"):
         for i, layer in enumerate(base.layers):
-            found.append((i, layer, layer.self_attn, layer.self_attn.o_proj.weight, None))
+            if hasattr(layer, "self_attn"):  # Llama, Mistral, Gemma, Qwen: self_attn.o_proj
+                found.append((i, layer, layer.self_attn, layer.self_attn.o_proj.weight, None))
+            else:  # GPT-NeoX: attention.dense
+                found.append((i, layer, layer.attention, layer.attention.dense.weight, None))
     elif hasattr(base, "h"):  # GPT-2: Conv1D stores (in, out)
         for i, block in enumerate(base.h):
             found.append((i, block, block.attn, block.attn.c_proj.weight.T, None))
@@ -152,10 +163,12 @@ def _timm_hooks(attention: torch.nn.Module) -> list:
         batch, length, _ = qkv.shape
         kept["values"] = qkv.reshape(batch, length, 3, attention.num_heads, -1)[:, :, 2]
 
-    def on_probs(module, args, probs):
+    def on_probs(module, args, probs):  # the hook sees fp32 (at least), as in `_attention`
         visible = torch.ones(1, 1, *probs.shape[-2:], dtype=torch.bool, device=probs.device)
-        values = kept.pop("values").transpose(1, 2)
-        return _hook(attention, probs, values, visible, metrics.head_update(probs, values))
+        wide = torch.promote_types(probs.dtype, torch.float32)
+        seen, values = probs.to(wide), kept.pop("values").transpose(1, 2).to(wide)
+        changed = _hook(attention, seen, values, visible, metrics.head_update(seen, values))
+        return probs if changed is seen else changed.to(probs.dtype)
 
     return [
         attention.qkv.register_forward_hook(keep_values),

@@ -1,4 +1,9 @@
-"""The local model cache: one folder per model with fp32 safetensors weights and a manifest.
+"""The local model cache: one folder per model with safetensors weights and a manifest.
+
+Weights are stored in fp32, or in the registry's `dtype` when that is bfloat16 or float16 (a
+13B model takes 26 GB instead of 52). A model loads in its compute dtype (`compute_dtype`):
+fp32 on the CPU whatever the storage; on a GPU the registry's dtype (default float32), `auto`
+meaning bf16 where the GPU supports it.
 
 `resources/models/<name>/manifest.json` is written last, by renaming a complete folder into
 place, so a folder with a manifest is complete and an interrupted materialisation leaves none.
@@ -35,6 +40,8 @@ except ImportError:  # not POSIX: no locks
     fcntl = None
 
 MANIFEST = "manifest.json"
+DTYPES = ("auto", "float32", "bfloat16", "float16")  # the registry's `dtype` key
+HALF = ("bfloat16", "float16")
 STAMP = ".verified.json"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -45,6 +52,26 @@ class CorruptCache(UserError, RuntimeError):
 
 def _rebuild(cache_dir: Path) -> str:
     return f"delete {cache_dir} and rerun snakemake to materialise it again"
+
+
+def storage_dtype(dtype: str) -> str:
+    """The dtype cached weights are stored in for the registry's `dtype`: a half dtype as
+    asked, else fp32."""
+    return dtype if dtype in HALF else "float32"
+
+
+def compute_dtype(dtype: str, device: str | torch.device) -> torch.dtype:
+    """The dtype a model with the registry's `dtype` computes in on `device`: fp32 on the CPU;
+    on a GPU the dtype asked for, `auto` being bf16 where the GPU supports it, else fp32."""
+    import torch
+
+    if dtype not in DTYPES:
+        raise UserError(f"sinkscope: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    if torch.device(device).type == "cpu":
+        return torch.float32
+    if dtype == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
+    return getattr(torch, dtype)
 
 
 # --- locks ---------------------------------------------------------------------------------------
@@ -229,8 +256,10 @@ def write_cache(
     manifest: dict[str, Any],
     processor: Any = None,
     provenance: Callable[[], dict[str, Any]] | None = None,
+    dtype: str = "float32",
 ) -> dict[str, Any]:
-    """Save `model` in fp32 safetensors (+ tokenizer or processor) with a manifest, atomically."""
+    """Save `model` in safetensors (+ tokenizer or processor) with a manifest, atomically; the
+    weights in `storage_dtype(dtype)`, the registry's `dtype` recorded for loading."""
     import shutil
 
     import torch
@@ -240,7 +269,8 @@ def write_cache(
         cache_lock(cache_dir, exclusive=True),
         temporary_dir(cache_dir.parent, f".{cache_dir.name}.") as tmp,
     ):
-        model = model.to(torch.float32)
+        stored = storage_dtype(dtype)
+        model = model.to(getattr(torch, stored))
         if hasattr(model, "save_pretrained"):
             model.save_pretrained(tmp)
         else:  # timm models
@@ -254,7 +284,8 @@ def write_cache(
             path.chmod(dir_mode() if path.is_dir() else file_mode())
         manifest = {
             **manifest,
-            "dtype": "float32",
+            "dtype": stored,
+            "compute_dtype": dtype,
             "parameters": sum(p.numel() for p in model.parameters()),
             "files": {p.relative_to(tmp).as_posix(): sha256_file(p) for p in files},
         }
@@ -280,12 +311,13 @@ def write_cache(
 def load_model(
     cache_dir: str | Path, device: str = "cpu"
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """Load a verified cached model (eager attention, fp32, eval mode) and its manifest."""
-    import torch
-
+    """Load a verified cached model (eager attention, eval mode) on `device` in its compute
+    dtype (`compute_dtype` of the manifest's `compute_dtype`: fp32 on the CPU), and its
+    manifest."""
     cache_dir = Path(cache_dir)
     with cache_lock(cache_dir, exclusive=False):
         manifest = verify_cache(cache_dir)
+        dtype = compute_dtype(manifest.get("compute_dtype", "float32"), device)
         kind = manifest.get("format")
         if kind == "timm":
             import timm
@@ -309,10 +341,10 @@ def load_model(
                     f"{cache_dir / MANIFEST} names architecture {manifest.get('architecture')!r}, "
                     f"which this transformers version lacks; {_rebuild(cache_dir)}"
                 )
-            model = cls.from_pretrained(cache_dir, dtype=torch.float32, attn_implementation="eager")
+            model = cls.from_pretrained(cache_dir, dtype=dtype, attn_implementation="eager")
         else:
             raise CorruptCache(
                 f"{cache_dir / MANIFEST} has format {kind!r}, not one this version reads "
                 f"(transformers, timm, sinkscope-vit); {_rebuild(cache_dir)}"
             )
-    return model.to(device).eval(), manifest
+    return model.to(device, dtype).eval(), manifest

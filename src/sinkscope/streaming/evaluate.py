@@ -108,12 +108,16 @@ class _Head:
         return z if self.cap is None else self.cap * torch.tanh(z / self.cap)
 
     def logits(self, hidden: torch.Tensor, rows: slice) -> torch.Tensor:
-        bias = None if self.bias is None else self.bias[rows]
-        return self.capped(F.linear(hidden, self.weight[rows], bias))
+        """Logits in fp32 (at least), whatever the model's dtype."""
+        bias = None if self.bias is None else self.bias[rows].float()
+        return self.capped(F.linear(hidden.float(), self.weight[rows].float(), bias))
 
     def check(self, hidden: torch.Tensor, model_logits: torch.Tensor) -> None:
+        """Up to the rounding of the model's own (half precision) logits."""
         mine = self.logits(hidden, slice(None))
-        if not torch.allclose(mine, model_logits.float(), rtol=1e-4, atol=1e-4):
+        tol = max(1e-4, 4 * torch.finfo(model_logits.dtype).eps)
+        scale = max(1.0, model_logits.float().abs().max().item())
+        if not torch.allclose(mine, model_logits.float(), rtol=tol, atol=tol * scale):
             raise RuntimeError("the model's logits are not its LM head on its last hidden state")
 
     def nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -127,9 +131,9 @@ class _Head:
             new_top = torch.maximum(top, block_top)
             total = total * (top - new_top).exp() + (z - new_top[:, None]).exp_().sum(1)
             top = new_top
-        target = (hidden * self.weight[targets]).sum(1)
+        target = (hidden.float() * self.weight[targets].float()).sum(1)
         if self.bias is not None:
-            target = target + self.bias[targets]
+            target = target + self.bias[targets].float()
         return top + total.log() - self.capped(target)
 
 

@@ -7,6 +7,7 @@ import time
 
 import torch
 
+from ..device import synchronize
 from .cache import StreamingLM
 from .policies import Policy
 
@@ -24,8 +25,10 @@ def decode_latency(
 
     The cache (or the re-computation window) is first filled with `policy.size` tokens of `ids`
     by one prefill pass; then `warmup` steps are decoded untimed, then `repeats` runs of
-    `steps` timed steps. Each step feeds the next token of `ids` (teacher forcing).
+    `steps` timed steps. Each step feeds the next token of `ids` (teacher forcing). On a GPU the
+    clock is read only once the device has finished the step's kernels.
     """
+    device = next(model.parameters()).device
     lm = StreamingLM(model, policy)
     lm.prefill(ids[: policy.size])
     stream = iter(ids[policy.size :].tolist())
@@ -36,8 +39,10 @@ def decode_latency(
         times = []
         for _ in range(steps):
             token = next(stream)
+            synchronize(device)
             start = time.perf_counter()
             lm.step(token)
+            synchronize(device)
             times.append(time.perf_counter() - start)
         medians.append(statistics.median(times))
     return medians

@@ -113,13 +113,15 @@ def train(
     lr: float,
     seeds: dict[str, int],
     checkpoints: str | Path | None = None,
+    device: str = "cpu",
 ) -> tuple[LlamaForCausalLM, list[dict[str, float]]]:
     """Train one variant: AdamW, linear warm-up then cosine decay; returns the model and losses.
 
     With a `checkpoints` folder (e.g. `checkpoint_dir` of the output) an interrupted run resumes
-    from its last checkpoint there; without one nothing is saved.
+    from its last checkpoint there; without one nothing is saved. On CUDA the steps run in
+    bfloat16 mixed precision (`training.autocast`); the batches are drawn on the CPU either way.
     """
-    model = build_model(variant, arch, seeds["init"])
+    model = build_model(variant, arch, seeds["init"]).to(device)
     model.train()
     context = arch["context"]
     body = context - 1 if variant == "sink_token" else context
@@ -143,11 +145,12 @@ def train(
             labels = batch.clone()
             if variant == "sink_token":
                 labels[:, 0] = -100
-            yield batch, labels
+            yield batch.to(device), labels.to(device)
 
     def step(index: int, batch) -> tuple[torch.Tensor, tuple[torch.Tensor]]:
         ids, labels = batch
-        loss = model(input_ids=ids, labels=labels).loss
+        with training.autocast(device, "bfloat16"):
+            loss = model(input_ids=ids, labels=labels).loss
         return loss, (loss,)
 
     def log(done: int, records: list[list[float]]) -> dict[str, float]:
@@ -156,7 +159,7 @@ def train(
     checkpoint = None
     if checkpoints is not None:
         data = hashlib.sha256(train_ids.tobytes()).hexdigest()
-        settings = (arch, steps, batch_size, lr, seeds, data)
+        settings = (arch, steps, batch_size, lr, seeds, data, torch.device(device).type)
         checkpoint = training.checkpoint_file(checkpoints, variant, *settings, code=(train,))
     history = training.run(
         model,
@@ -200,10 +203,11 @@ def first_token_mass(model: LlamaForCausalLM, windows: torch.Tensor) -> list[dic
     logit by queries i >= 1."""
     from ..metrics import causal_mask, first_token_alpha
 
-    out = model(input_ids=windows, output_attentions=True)
+    device = next(model.parameters()).device
+    out = model(input_ids=windows.to(device), output_attentions=True)
     visible = causal_mask(windows.shape[1])
     rows = []
-    for layer, attn in enumerate(out.attentions):
+    for layer, attn in enumerate(a.float().cpu() for a in out.attentions):
         first = first_token_alpha(attn, visible).mean(-1)  # (batch,): mean over heads
         spare = (1 - attn.sum(-1)[..., 1:].mean(-1)).mean(-1)  # weight left on the sink logit
         rows += [

@@ -6,6 +6,8 @@ import torch
 
 from ..data.text import special_tokens
 
+NEWLINE_PROBE = "text"  # the text a newline follows when its ids are looked up
+
 
 def text_tokens(text: str, tokenizer, n_tokens: int, chars_per_token: int = 8) -> torch.Tensor:
     """The first `n_tokens` content tokens of `text` (no special tokens).
@@ -29,11 +31,21 @@ def model_prefix(tokenizer) -> list[int]:
 
 
 def newline_ids(tokenizer, n: int) -> list[int]:
-    """n newline tokens (the StreamingLLM control: sinks with no meaning)."""
-    one = [10] if tokenizer is None else tokenizer("\n", add_special_tokens=False).input_ids
-    if len(one) != 1:
-        raise ValueError(f"a newline is {len(one)} tokens for this tokenizer, not one")
-    return one * n
+    """n newlines as sinks with no meaning (the StreamingLLM control), each one the ids that a
+    newline adds after text: SentencePiece tokenizers such as Llama-2's encode a lone "\n" with
+    a word-start piece before it ([29871, 13]) but "\n" after text as [13] alone. A tokenizer
+    whose newline is several ids after text gives n copies of that sequence."""
+    if tokenizer is None:
+        return [10] * n
+    text = tokenizer(NEWLINE_PROBE, add_special_tokens=False).input_ids
+    with_newline = tokenizer(NEWLINE_PROBE + "\n", add_special_tokens=False).input_ids
+    added = with_newline[len(text) :]
+    if with_newline[: len(text)] != text or not added:
+        raise ValueError(
+            f"this tokenizer merges a newline into the text before it ({NEWLINE_PROBE!r}: "
+            f"{text}, with a newline: {with_newline}), so a newline has no ids of its own"
+        )
+    return added * n
 
 
 def stream_tokenizer(manifest: dict, cache_dir, mode: str):
