@@ -4,8 +4,9 @@
 
 Runs each toy's training loop (`sinkscope.toys.train.train`: the recipe's model, task, batch,
 optimiser and logging) for a few steps on the CPU with one torch thread, and prints the steps per
-second (after a 3-step warm-up), the runs and steps the configuration asks for, and the
-CPU-minutes that makes (D5: its largest setting, an upper bound).
+CPU-second of this process (after a 3-step warm-up; CPU time, so other work on the machine does
+not count), the runs and steps the configuration asks for, and the CPU-minutes that makes (D5:
+its largest setting, an upper bound).
 """
 
 from __future__ import annotations
@@ -61,9 +62,9 @@ def main(extra: list[str], steps: int = 30) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             warm = TrainConfig(**{**recipe["train"], "steps": 3, "checkpoint_every": 10**9})
             train(cfg, task, warm, Seeds(0, 1, 2), Path(tmp) / "warm.pt", desc=name)
-            start = time.perf_counter()
+            start = time.process_time()
             train(cfg, task, tcfg, Seeds(0, 1, 2), Path(tmp) / "run.pt", desc=name)
-            rate = steps / (time.perf_counter() - start)
+            rate = steps / (time.process_time() - start)
         total = recipe["train"]["steps"]
         print(f"{name:<4} {rate:>8.1f} {runs:>5} {total:>7} {runs * total / rate / 60:>8.1f}")
 

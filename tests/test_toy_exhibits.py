@@ -91,7 +91,14 @@ def _u1_tables(ratio, nop_mass, damped_mass, mse, peak, n=60):
             "bos_sum_damped": n_damped * (damped_mass + 0.01 * rng.standard_normal(n)),
         }
     )
-    main = {"gamma": 0.0, "p": 0.5, "lambda": 0.0, "main": True}
+    main = {
+        "gamma": 0.0,
+        "p": 0.5,
+        "lambda": 0.0,
+        "main": True,
+        "gate_mean_component": 0.3,
+        "mse_floor": 0.02,
+    }
     summary = pd.DataFrame(
         [
             {
@@ -100,6 +107,7 @@ def _u1_tables(ratio, nop_mass, damped_mass, mse, peak, n=60):
                 "bos_mass_nop": nop_mass,
                 "bos_mass_damped": damped_mass,
                 "self_mass_damped": 0.9,
+                "self_share_nop": 0.7,
                 "sink_event_share": 0.0,
                 "spectral_peak": peak,
                 "value_ratio": examples.value_ratio.mean(),
@@ -153,10 +161,13 @@ def test_u1_claims_on_both_sides_of_their_thresholds():
     baseline = found["U1.mse_baseline"]
     assert baseline.value == pytest.approx(ex["mse baseline"].mean())
     assert "slope -1 per 1000 steps" in baseline.note
+    assert "normalised tokens (no positions) on this draw of v: 0.0200" in baseline.note
+    assert "<v, 1>/sqrt(d) = +0.300" in baseline.note
     control = found["U1.mse_donor_non_sink_value"]
     ratio = ex["mse donor non-sink value"].mean() / ex["mse baseline"].mean()
     assert f"donor non-sink value / baseline MSE = {ratio:.3f}" in control.note
     assert "NOP queries 0.3, non-NOP queries 0.03" in control.note
+    assert "off the sink 0.700 on themselves" in found["U1.mse_redirect"].note
 
     broken = _u1_tables(0.5, 0.1, 0.6, (0.1, 0.1, 0.1, 0.05, 0.02), 1.2)
     found = u1.claims(broken, U1_SETTINGS)
@@ -296,6 +307,7 @@ def test_d5_claim_on_both_sides_of_its_threshold():
     found = d5.claims(_d5_tables(["sink"] * 18 + ["diagonal"] * 2), settings)
     measured = found["D5.sinks_preferred"]
     assert measured.value == 90.0 and measured.interval.n == 20
+    assert "of the end loss) in 20 of 20 runs" in measured.note  # falls 2.2 % late: converged
     assert _verdict("D5.sinks_preferred", measured) is True
     assert measured.note.startswith("20 runs: {'sink': 18, 'diagonal': 2}")
     assert "-1 to -1 per 1000 steps" in measured.note

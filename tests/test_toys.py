@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy import stats
 
 from sinkscope import metrics
+from sinkscope.config import load_config
+from sinkscope.exhibits import u1, u2
 from sinkscope.exhibits.u1 import intervention
 from sinkscope.exhibits.u1 import model_config as u1_model_config
-from sinkscope.toys.analysis import late_change, late_slope
+from sinkscope.toys.analysis import late_change, late_slope, nop_mse_floor
 from sinkscope.toys.model import ToyConfig, build
 from sinkscope.toys.tasks import BroadcastTask, NopTask, SwitchTask
 from sinkscope.toys.train import Seeds, TrainConfig, fit, train
 
+REPO = Path(__file__).resolve().parents[1]
 SMALL = ToyConfig(width=8, layers=2, heads=2, max_len=6, bos=True, pos_emb=True, mlp=True)
 
 
@@ -242,5 +248,79 @@ def test_late_slope_fits_the_last_fifth_of_training():
     first, start, end, slope = late_slope(curve)
     assert (first, start, end) == (800, 1.0, pytest.approx(0.6))
     assert slope == pytest.approx(-2.0)  # per 1000 steps
-    assert late_change(curve) == "1 at step 800 -> 0.6 at step 1000, slope -2 per 1000 steps"
+    assert late_change(curve) == (
+        "1 at step 800 -> 0.6 at step 1000, slope -2 per 1000 steps "
+        "(fitted fall over the window 66.7% of the end loss: not converged)"
+    )
     assert np.isnan(late_slope(curve.iloc[:1])[3])
+    assert late_change(curve.iloc[:1]).endswith("(one logged step: convergence not measured)")
+
+
+def test_late_change_calls_a_flat_end_converged():
+    step = np.arange(0, 1001, 100)
+    loss = np.where(step < 800, 1.0 - 0.001 * step, 0.2 - 0.00001 * (step - 800))
+    curve = pd.DataFrame({"step": step, "eval_loss": loss})
+    assert late_change(curve).endswith("of the end loss: converged)")  # 1 % fall over 200 steps
+
+
+def _nop_task(v: torch.Tensor, gamma: float = 0.0) -> NopTask:
+    task = NopTask(v.numel(), 4, gamma, 0.5, torch.Generator().manual_seed(0))
+    task.v = v / v.norm()
+    return task
+
+
+def test_nop_floor_of_a_gate_that_layernorm_keeps():
+    """A gate direction orthogonal to the all-ones vector is decided by the normalised token:
+    the floor is what LayerNorm drops from the damped half, p (1 + Var r) / d."""
+    d = 16
+    v = torch.zeros(d, dtype=torch.float64)
+    v[0], v[1] = 1.0, -1.0
+    expected = 0.5 * (1 + stats.chi(d - 1).var()) / d
+    assert nop_mse_floor(_nop_task(v)) == pytest.approx(expected, rel=1e-2)
+    assert nop_mse_floor(_nop_task(v, gamma=0.5)) == pytest.approx(expected / 4, rel=1e-2)
+
+
+def test_nop_floor_grows_with_the_gate_direction_along_the_mean():
+    d = 16
+    orthogonal_gate = torch.zeros(d, dtype=torch.float64)
+    orthogonal_gate[0], orthogonal_gate[1] = 1.0, -1.0
+    tilted = orthogonal_gate.clone()
+    tilted[2:] = 0.1  # a component along the all-ones direction, which LayerNorm removes
+    low, high = nop_mse_floor(_nop_task(orthogonal_gate)), nop_mse_floor(_nop_task(tilted))
+    assert high > low * 1.2
+    assert nop_mse_floor(_nop_task(-tilted)) == pytest.approx(high, rel=1e-2)
+
+
+REFERENCE_RECIPES = {  # docs/exhibit-reference.md; U1 and U2: the Unifying View reference code's
+    "U1": {
+        "recipe": {"width": 64, "length": 31, "gamma": 0.0, "p": 0.5},
+        "train": {"batch": 1024, "lr": 3e-3, "weight_decay": 1e-4, "warmup": 0, "clip": None},
+        "model": {"layers": 1, "heads": 1, "causal": False, "pos_emb": True, "bos": True},
+        "model_off": ("bias", "mlp"),
+    },
+    "U2": {
+        "recipe": {"width": 64, "length": 32, "alpha": 1.0, "bias": True},
+        "train": {"batch": 1024, "lr": 5e-4, "weight_decay": 1e-4, "warmup": 0, "clip": None},
+        "model": {"layers": 2, "heads": 1, "causal": False, "pos_emb": True, "mlp": True},
+        "model_off": ("bias", "bos"),
+    },
+}
+
+
+@pytest.mark.parametrize("toy", sorted(REFERENCE_RECIPES))
+def test_default_recipe_is_the_reference(toy, default_config):
+    """AdamW with PyTorch's default betas at the reference's settings; fewer steps at the
+    default only, the reference's 30 000 at paper scale."""
+    reference = REFERENCE_RECIPES[toy]
+    recipe = default_config["toys"][toy]
+    assert {k: recipe[k] for k in reference["recipe"]} == reference["recipe"]
+    tcfg = TrainConfig(**recipe["train"])
+    assert {k: getattr(tcfg, k) for k in reference["train"]} == reference["train"]
+    assert tuple(tcfg.betas) == (0.9, 0.999)
+    model = {"U1": u1, "U2": u2}[toy].model_config(recipe).asdict()
+    assert {k: model[k] for k in reference["model"]} == reference["model"]
+    assert not any(model[k] for k in reference["model_off"])
+    assert model["norm_bias"]  # LayerNorm with gain and bias
+    paper = load_config([REPO / "config" / "config.yaml", REPO / "config" / "paper.yaml"])
+    assert paper["toys"][toy]["train"]["steps"] == 30000
+    assert paper["toys"][toy]["train"]["batch"] == 1024

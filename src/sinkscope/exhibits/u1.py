@@ -13,6 +13,9 @@ kept: baseline; the sink's value set to zero; the sink's value of another evalua
 (the batch rolled by one); the value of token 1 of another sequence (positive control);
 the sink's column of attention set to zero and every row renormalised (redirect).
 
+The least MSE a head can reach on the run's draw of the gate direction v when it reads only the
+LayerNorm-normalised tokens (`toys.analysis.nop_mse_floor`) is reported beside the baseline.
+
 The main run keeps its per-sequence measurements (table `examples`), so the claims carry
 percentile-bootstrap intervals over the evaluation sequences, paired across interventions. The QK
 spectrum is a property of the trained weights: exact.
@@ -28,7 +31,7 @@ import torch
 
 from .. import metrics, plotting
 from ..stats import bootstrap, exact
-from ..toys.analysis import late_change
+from ..toys.analysis import late_change, nop_mse_floor
 from ..toys.model import ToyConfig, ToyTransformer
 from ..toys.tasks import NopTask
 from ..toys.train import Seeds, TrainConfig, fit
@@ -116,6 +119,9 @@ def _analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) 
     values_out = rec["values_out"][:, 0].cpu()  # W_O v_j
     damped = damped.cpu()
     sink_mass = attn[:, 1:, 0]
+    self_mass = attn[:, 1:, 1:].diagonal(dim1=-2, dim2=-1)
+    # where redirecting the sink's attention sends a query: its own share of the rest
+    self_share = self_mass / attn[:, 1:, 1:].sum(-1).clamp_min(1e-30)
     sink = torch.zeros(values_out.shape[0], dtype=torch.long)
     norms = values_out.norm(dim=-1)
     w = model.blocks[0].attn.per_head()
@@ -131,7 +137,8 @@ def _analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) 
     return {
         "bos_mass_nop": sink_mass[~damped].mean().item(),
         "bos_mass_damped": sink_mass[damped].mean().item(),
-        "self_mass_damped": attn[:, 1:, 1:].diagonal(dim1=-2, dim2=-1)[damped].mean().item(),
+        "self_mass_damped": self_mass[damped].mean().item(),
+        "self_share_nop": self_share[~damped].mean().item(),
         "sink_event_share": events["relaxed"].float().mean().item(),
         "qk_sigma": sigma,
         "spectral_peak": metrics.spectral_peak(sigma).item(),
@@ -192,11 +199,13 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
                 "p": p,
                 "lambda": task.lam,
                 "main": main,
+                "gate_mean_component": (task.v.sum() / task.width**0.5).item(),
+                "mse_floor": nop_mse_floor(task),
                 **{f"mse {r.intervention}": r.mse for r in table.itertuples()},
                 **{
                     k: res[k]
                     for k in ("bos_mass_nop", "bos_mass_damped", "self_mass_damped")
-                    + ("sink_event_share", "spectral_peak")
+                    + ("self_share_nop", "sink_event_share", "spectral_peak")
                 },
                 "value_ratio": res["examples"].value_ratio.mean(),
                 "sink_value_norm": res["examples"].sink_value_norm.mean(),
@@ -308,6 +317,12 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
         f"; gamma={r.gamma}, p={r.p}: baseline MSE {r['mse baseline']:.4f}"
         for _, r in sweep.iterrows()
     )
+    floor = (
+        f"; least MSE of a head reading the LayerNorm-normalised tokens (no positions) on this "
+        f"draw of v: {main['mse_floor']:.4f} (LayerNorm drops each token's mean, and "
+        f"<v, 1>/sqrt(d) = {main['gate_mean_component']:+.3f} leaves the gate of tokens near the "
+        f"boundary undecided)"
+    )
     mse = {name: column[f"mse {name}"] for name in INTERVENTIONS}
     baseline = mse["baseline"]
 
@@ -334,13 +349,14 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
 
     notes = {
         "baseline": f"{run}; sink attention of NOP queries {nop_mass:.3f}, of non-NOP queries "
-        f"{damped_mass:.3f}" + training,
+        f"{damped_mass:.3f}" + floor + training,
         "zero sink value": versus("zero sink value")
         + f"; ||W_O v_sink|| {column['sink_value_norm'].mean():.4g}",
         "donor sink value": versus("donor sink value"),
         "donor non-sink value": versus("donor non-sink value"),
         "redirect sink attention": versus("redirect sink attention")
-        + f"; NOP queries' sink attention {nop_mass:.3f}",
+        + f"; NOP queries' sink attention {nop_mass:.3f}, of their attention off the sink "
+        f"{main['self_share_nop']:.3f} on themselves",
     }
     return {
         "U1.sink_value_ratio": mean_of(ratio, value_note),

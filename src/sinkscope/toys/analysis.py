@@ -1,16 +1,17 @@
 """Measurements on trained toys shared by their exhibits: where the off queries of a switch
 model attend (D4, D5), how much the evaluation loss still moved late in training (U1, U2, D4,
-D5)."""
+D5), and the least MSE a pre-LayerNorm head can reach on a draw of the NOP task (U1)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import torch
+from scipy import stats
 
 from .. import metrics
 from .model import ToyTransformer
-from .tasks import SwitchTask
+from .tasks import NopTask, SwitchTask
 
 
 def late_slope(curve: pd.DataFrame) -> tuple[float, float, float, float]:
@@ -26,15 +27,33 @@ def late_slope(curve: pd.DataFrame) -> tuple[float, float, float, float]:
     return float(window_steps[0]), float(window_loss[0]), float(window_loss[-1]), float(slope)
 
 
+# converged: the fitted evaluation loss falls over the last fifth of training by at most this
+# share of its end value
+CONVERGED_FALL = 0.05
+
+
+def late_fall(curve: pd.DataFrame) -> float:
+    """The fall of the fitted evaluation loss over the last fifth of training, as a share of the
+    loss at its end (nan with one logged step); converged when at most `CONVERGED_FALL`."""
+    first, _, end, slope = late_slope(curve)
+    return -slope * (curve.step.max() - first) / 1000 / end
+
+
 def late_change(curve: pd.DataFrame) -> str:
     """The evaluation loss over the last fifth of training in words: the loss at the window's
-    first and last logged steps and its least-squares slope per 1000 steps."""
+    first and last logged steps, its least-squares slope per 1000 steps and, from that slope,
+    whether training converged (`late_fall`)."""
     first, start, end, slope = late_slope(curve)
     last = int(curve.step.max())
-    return (
+    text = (
         f"{start:.4g} at step {int(first)} -> {end:.4g} at step {last}, "
         f"slope {slope:+.2g} per 1000 steps"
     )
+    fall = late_fall(curve)
+    if np.isnan(fall):
+        return text + " (one logged step: convergence not measured)"
+    verdict = "converged" if fall <= CONVERGED_FALL else "not converged"
+    return text + f" (fitted fall over the window {fall:.1%} of the end loss: {verdict})"
 
 
 @torch.no_grad()
@@ -71,3 +90,39 @@ def switch_stats(model: ToyTransformer, task: SwitchTask, eval_seed: int, n_eval
     else:
         stats["pattern"] = "other"
     return stats
+
+
+def nop_mse_floor(task: NopTask, grid: int = 400) -> float:
+    """The least task MSE of a NOP-task model whose update is a function of the
+    LayerNorm-normalised tokens (without positional information), by quadrature.
+
+    A token x ~ N(0, I_d) is r z + m e: e = 1/sqrt(d) (the all-ones direction), m = <x, e> ~
+    N(0, 1), z the unit direction of the centred token and r ~ chi(d - 1) its norm, all
+    independent.
+    LayerNorm keeps z only, so the update, which must be (gamma - 1) x g with the gate
+    g = [r <z, v> + m c > lambda] (c = <v, e>), is at best its mean given z; the floor is the
+    conditional variance left, averaged over z. With c = 0 the gate is decided by z and the floor
+    is p (1 + Var r) (1 - gamma)^2 / d; a gate direction with a component c along e leaves the
+    gate of the tokens near the boundary undecided.
+    """
+    d = task.width
+    v = task.v.double()
+    c = (v.sum() / d**0.5).item()
+    quantiles = (np.arange(grid) + 0.5) / grid
+    half = (d - 2) / 2  # (w + 1) / 2 ~ Beta: w a coordinate of a unit vector in d - 1 dimensions
+    a = (2 * stats.beta(half, half).ppf(quantiles) - 1) * np.sqrt(max(1 - c * c, 0.0))
+    r = stats.chi(d - 1).ppf(quantiles)
+    score = task.lam - a[:, None] * r[None, :]  # the gate opens where m c exceeds it
+    if c == 0:
+        gate = (score < 0).astype(float)
+        m_mean, m_square = np.zeros_like(gate), gate
+    else:
+        t = score / c
+        sign = np.sign(c)
+        tail = stats.norm.sf(sign * t)  # P(g = 1 | z, r)
+        m_mean = sign * stats.norm.pdf(t)  # E[m g | z, r]
+        m_square = tail + sign * t * stats.norm.pdf(t)  # E[m^2 g | z, r]
+        gate = tail
+    r_var = (r**2 * gate).mean(1) - (r * gate).mean(1) ** 2
+    m_var = m_square.mean(1) - m_mean.mean(1) ** 2
+    return float((1 - task.gamma) ** 2 * (r_var + m_var).mean() / d)

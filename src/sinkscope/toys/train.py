@@ -5,7 +5,8 @@ Three separate seeds: `init` (the model's parameters), `data` (the training batc
 (none with 0, as in the reference recipes of the toys) and then stays constant (`clip` None,
 the default, leaves the gradient unclipped), so a run of N steps is the prefix of a run of
 M > N steps; a resumed run continues exactly where an interrupted one stopped (the checkpoint
-holds the data generator's state).
+holds the data generator's state). On CUDA the training step runs under bfloat16 autocast
+(`precision`); the evaluation loss and the CPU stay in float32.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class TrainConfig:
     eval_batch: int = 512
     log_every: int = 10
     checkpoint_every: int = 200
+    precision: str = "bfloat16"  # bfloat16 | float32: autocast of the training step on CUDA
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,8 @@ def train(
 
     def step(index: int, batch) -> tuple[torch.Tensor, tuple[torch.Tensor]]:
         x, y, _ = batch
-        loss = task_loss(model, x.to(device), y.to(device))
+        with training.autocast(device, tcfg.precision):
+            loss = task_loss(model, x.to(device), y.to(device))
         return loss, (loss,)
 
     def log(done: int, records: list[list[float]]) -> dict[str, float]:
