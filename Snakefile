@@ -33,6 +33,7 @@ include: "workflow/rules/streaming.smk"
 include: "workflow/rules/mitigation.smk"
 include: "workflow/rules/exhibits.smk"
 include: "workflow/rules/scorecard.smk"
+include: "workflow/rules/atlas.smk"
 
 
 rule all:
@@ -41,4 +42,5 @@ rule all:
         exhibit_targets(),
         rules.scorecard.output,
         rules.run_cost.output,
+        [f"results/atlas/{name}/atlas.html" for name in config["models"]],
     default_target: True

@@ -27,6 +27,23 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session")
+def tiny_lm_folder(tmp_path_factory) -> Path:
+    """A local Hugging Face folder of a 2-layer, 4-head Llama with random weights (no
+    tokenizer: it reads UTF-8 bytes)."""
+    import torch
+    import transformers
+
+    folder = tmp_path_factory.mktemp("models") / "tiny-llama"
+    config = transformers.LlamaConfig(
+        vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture
 def default_config() -> dict:
     from sinkscope.config import load_config

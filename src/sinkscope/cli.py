@@ -1,4 +1,5 @@
-"""Command line: `sinkscope audit FILE`, `sinkscope verify-model DIR`, `sinkscope check-config`.
+"""Command line: `sinkscope audit FILE`, `sinkscope verify-model DIR`, `sinkscope check-config`,
+`sinkscope atlas MODEL`.
 
 A failure prints one message naming the file or key and what to do (exit status 1); `--debug`
 shows the traceback instead.
@@ -42,7 +43,62 @@ def _parser() -> argparse.ArgumentParser:
     )
     p_check.add_argument("configs", type=Path, nargs="+")
     p_check.add_argument("--schema", type=Path, default=None, help="default: the package's")
+    p_atlas = commands.add_parser(
+        "atlas",
+        parents=[common],
+        help="the attention-sink diagnostics of a model as tables and an offline page",
+    )
+    p_atlas.add_argument(
+        "model",
+        help="a registry name, a model folder (Hugging Face, timm or sinkscope cache), "
+        "a .gguf file, or a hub id owner/name",
+    )
+    p_atlas.add_argument("--compare", metavar="MODEL", help="a second model shown beside it")
+    p_atlas.add_argument(
+        "--text",
+        type=Path,
+        metavar="FILE",
+        help="text file to cut the windows from (default: data.text)",
+    )
+    p_atlas.add_argument(
+        "--images",
+        type=Path,
+        metavar="DIR",
+        help="folder of images (default: the bundled photographs)",
+    )
+    p_atlas.add_argument(
+        "--out", type=Path, metavar="DIR", help="output folder (default: atlas/<model>)"
+    )
+    p_atlas.add_argument(
+        "--inputs",
+        type=_positive,
+        metavar="N",
+        help="number of text windows or images (default: data.text.n_windows, "
+        "data.images.n_images)",
+    )
+    p_atlas.add_argument(
+        "--tokens",
+        type=_positive,
+        metavar="N",
+        help="tokens per text window (default: data.text.window)",
+    )
+    p_atlas.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="configuration for the registry and the defaults (default: config/config.yaml)",
+    )
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -54,6 +110,17 @@ def _run(args: argparse.Namespace) -> int:
         print("\n".join(lines))
         print(f"verdict: {verdict}")
         return 0 if verdict == VERIFIED else AUDIT_FAILED
+    if args.command == "atlas":
+        from .atlas.command import AtlasRequest, run_atlas
+
+        models = [args.model] + ([args.compare] if args.compare else [])
+        page = run_atlas(
+            AtlasRequest(
+                models, args.text, args.images, args.out, args.inputs, args.tokens, args.config
+            )
+        )
+        print(page)
+        return 0
     if args.command == "verify-model":
         from .models.cache import verify_cache
 

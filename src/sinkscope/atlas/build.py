@@ -1,0 +1,171 @@
+"""Building an atlas: from the extraction output (the pipeline's, or a fresh extraction run here
+on the inputs the command line names) to the atlas tables and the page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..data import images, text
+from ..data.inputs import batches
+from ..errors import BadInput
+from ..extract import extract
+from ..models import load_tokenizer
+from ..provenance import ParquetStream, Recorder, write_parquet, write_with_sidecar
+from . import tables
+from .load import OpenedModel
+from .page import ModelAtlas, render
+
+PAGE = "atlas.html"
+
+
+def model_atlas(
+    name: str,
+    description: str,
+    extraction: dict[str, pd.DataFrame],
+    example_tokens: np.ndarray | None,
+    tokenizer: Any,
+) -> ModelAtlas:
+    """The atlas of one model from its extraction tables (`heads`, `layers`, `cosine`, `maps`)
+    and the tokens of the example input (None for images)."""
+    heads, maps = extraction["heads"], tables.example_maps(extraction["maps"])
+    size = int(maps["size"].max()) if len(maps) else 0
+    example = maps["sample"].min() if len(maps) else heads["sample"].min()
+    return ModelAtlas(
+        name=name,
+        description=description,
+        heads=tables.head_table(heads),
+        layers=tables.layer_table(extraction["layers"], heads),
+        cosine=tables.cosine_shares(extraction["cosine"]),
+        maps=maps,
+        labels=tables.token_labels(example_tokens, tokenizer, size),
+        example_sink=heads.loc[heads["sample"] == example, ["layer", "head", "sink"]],
+    )
+
+
+def cached_model_atlas(
+    manifest: dict[str, Any],
+    cache_dir: str | Path,
+    extraction: dict[str, pd.DataFrame],
+    inputs: pd.DataFrame,
+) -> ModelAtlas:
+    """The atlas of a cached model from the pipeline's extraction output and input table (the
+    tokens of the example input labelled by the tokenizer saved beside the model)."""
+    example = extraction["maps"]["sample"].min()
+    if "tokens" in inputs:
+        tokens = inputs.set_index("sample").tokens[example]
+        what = f"{len(inputs)} text windows of {len(tokens)} tokens"
+        has_tokenizer = any(name.startswith("tokenizer") for name in manifest["files"])
+        tokenizer = load_tokenizer(cache_dir) if has_tokenizer else None
+    else:
+        tokens, tokenizer = None, None
+        what = f"{len(inputs)} images of {inputs['size'].iloc[0]} px"
+    about = manifest.get("description") or manifest["architecture"]
+    description = f"{about}; {what}; maps: input {example}"
+    return model_atlas(manifest["name"], description, extraction, tokens, tokenizer)
+
+
+def write_tables(atlas: ModelAtlas, folder: str | Path, prov: dict[str, Any]) -> None:
+    """The per-head and per-layer atlas tables as `heads.parquet` and `layers.parquet`."""
+    write_parquet(atlas.heads, Path(folder) / "heads.parquet", prov)
+    write_parquet(atlas.layers, Path(folder) / "layers.parquet", prov)
+
+
+def write_page(atlases: list[ModelAtlas], path: str | Path, prov: dict[str, Any]) -> None:
+    """The page of `atlases` (side by side), with its provenance sidecar."""
+    title = "sink atlas: " + " vs ".join(atlas.name for atlas in atlases)
+    write_with_sidecar(render(atlases, title), path, prov)
+
+
+@dataclass
+class Inputs:
+    """The inputs of a command-line atlas, in the pipeline's input-table format."""
+
+    table: pd.DataFrame
+    description: str
+    files: list[Path]
+
+
+def text_inputs(
+    opened: OpenedModel, corpus: str, origin: str, n_windows: int, window: int, seed: int
+) -> Inputs:
+    """`n_windows` seeded windows of `window` tokens (at most the model's positions) from the
+    text `corpus`, read from `origin` (a file or the configured corpus)."""
+    if opened.max_positions is not None:
+        window = min(window, opened.max_positions)
+    try:
+        windows, starts = text.token_windows(corpus, opened.tokenizer, window, n_windows, seed)
+    except ValueError as error:
+        raise BadInput(
+            f"{origin}: {error}; give a longer text (--text) or fewer or shorter windows "
+            "(--inputs, --tokens)"
+        ) from None
+    table = pd.DataFrame({"sample": np.arange(len(windows)), "start": starts,
+                          "tokens": list(windows)})  # fmt: skip
+    files = [Path(origin)] if Path(origin).is_file() else []
+    return Inputs(table, f"{len(windows)} windows of {window} tokens from {origin}", files)
+
+
+def image_inputs(opened: OpenedModel, folder: Path | None, n_images: int, seed: int) -> Inputs:
+    """`n_images` images from `folder` (seeded choice, centre crops), or seeded crops of the
+    bundled photographs when no folder is given."""
+    size = opened.preprocessing["image_size"]
+    if folder is None:
+        pictures = images.augmented_crops(images.bundled_photos(), n_images, size, seed)
+        where, files = "the bundled photographs", []
+    else:
+        if not folder.is_dir() or not any(
+            p.suffix.lower() in images.IMAGE_SUFFIXES for p in folder.rglob("*")
+        ):
+            raise BadInput(f"{folder}: no .jpg, .jpeg or .png images in this folder (--images)")
+        pictures = images.imagenet_val(folder, n_images, size, seed)
+        where, files = str(folder), [folder]
+    table = pd.DataFrame({"sample": np.arange(len(pictures)), "size": size,
+                          "pixels": [p.tobytes() for p in pictures]})  # fmt: skip
+    return Inputs(table, f"{len(pictures)} images of {size} px from {where}", files)
+
+
+def extract_atlas(
+    opened: OpenedModel,
+    inputs: Inputs,
+    folder: Path,
+    settings: dict[str, int],
+    device: str,
+    recorder: Recorder,
+) -> ModelAtlas:
+    """Run the extraction of `opened` on `inputs` (its tables under `folder/extract/`, maps of
+    every head of the first input), write the atlas tables under `folder`, return the atlas."""
+    stream = {name: ParquetStream(folder / "extract" / f"{name}.parquet")
+              for name in ("heads", "layers")}  # fmt: skip
+    manifest = {"preprocessing": opened.preprocessing}
+    batch_size = settings["batch_size"]
+    cosine, maps = extract(
+        opened.model,
+        batches(inputs.table, manifest, batch_size, device),
+        stream["heads"],
+        stream["layers"],
+        settings["map_tokens"],
+        map_samples=1,
+        total=-(-len(inputs.table) // batch_size),
+    )
+    prov = recorder.record()
+    for part in stream.values():
+        part.close(prov)
+    write_parquet(cosine, folder / "extract" / "first_cosine.parquet", prov)
+    write_parquet(maps, folder / "extract" / "maps.parquet", prov)
+    extraction = {
+        "heads": pd.read_parquet(folder / "extract" / "heads.parquet"),
+        "layers": pd.read_parquet(folder / "extract" / "layers.parquet"),
+        "cosine": cosine,
+        "maps": maps,
+    }
+    tokens = inputs.table["tokens"].iloc[0] if "tokens" in inputs.table else None
+    architecture = opened.record.get("architecture") or type(opened.model).__name__
+    description = f"{architecture}; {inputs.description}; maps: the first input"
+    atlas = model_atlas(opened.name, description, extraction, tokens, opened.tokenizer)
+    write_tables(atlas, folder, recorder.record())
+    return atlas

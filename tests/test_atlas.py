@@ -1,0 +1,255 @@
+"""The sink atlas: its tables on hand-made extraction rows, the page's inlined data, opening
+models, and `sinkscope atlas` on a tiny local model."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sinkscope.atlas import page, tables
+from sinkscope.atlas.build import cached_model_atlas, model_atlas
+from sinkscope.atlas.load import open_model
+from sinkscope.cli import main
+from sinkscope.errors import UserError
+
+N_SAMPLES = 4
+
+
+def _heads() -> pd.DataFrame:
+    """2 layers x 2 heads x 4 inputs with known answers (see the tests)."""
+    rows = []
+    for sample in range(N_SAMPLES):
+        for layer in range(2):
+            for head in range(2):
+                rows.append(
+                    {"sample": sample, "layer": layer, "head": head, "sink": 0, "sink_mass": 0.2,
+                     "first_mass": 0.1, "event_relaxed": False, "event_strict_0.5": False,
+                     "event_strict_0.1": False, "ratio_head": 1.0, "ratio_out": 1.0, "srank": 2.0,
+                     "massive_activation": 1.0, "entropy": 1.0, "delta_similarity": 0.0}
+                )  # fmt: skip
+    table = pd.DataFrame(rows)
+    at = (table.layer == 0) & (table["head"] == 0)
+    table.loc[at, "first_mass"] = [0.5, 0.5, 0.2, 0.4]  # alpha > 0.3 on 3 of 4 inputs
+    at = (table.layer == 1) & (table["head"] == 0)
+    table.loc[at, "event_relaxed"] = [True, True, True, False]
+    table.loc[at, "event_strict_0.5"] = [True, False, False, False]
+    table.loc[at, "ratio_out"] = [0.1, 0.1, 0.9, 0.1]  # NOP, NOP, Broadcast (srank 1.2)
+    table.loc[at, "srank"] = [1.0, 1.0, 1.2, 1.0]
+    table.loc[at, "sink"] = [0, 0, 3, 5]
+    return table
+
+
+def _layers() -> pd.DataFrame:
+    rows = [
+        {"sample": s, "layer": layer, "token_similarity": 0.1, "first_cos_mean": 0.2 * layer,
+         "first_cos_nonpositive": 0.5, "first_norm": 10.0 * (layer + 1), "median_norm": 2.0,
+         "max_norm": 8.0 if s else 4.0, "max_norm_position": 0}
+        for s in range(N_SAMPLES)
+        for layer in range(2)
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_head_table_known_answers():
+    table = tables.head_table(_heads()).set_index(["layer", "head"])
+    assert table.loc[(0, 0), "first_share"] == pytest.approx(0.4)
+    assert table.loc[(0, 0), "sink_rate"] == pytest.approx(75.0)
+    assert table.loc[(0, 1), "sink_rate"] == 0.0
+    events = table.loc[(1, 0)]
+    assert events["pct_relaxed"] == pytest.approx(75.0)
+    assert events["pct_strict_0.5"] == pytest.approx(25.0)
+    assert events["pct_nop"] == pytest.approx(50.0)
+    assert events["pct_broadcast"] == pytest.approx(25.0)
+    assert events["sink_class"] == "NOP"
+    assert events["sink_position"] == 0  # the most frequent sink
+    assert events["ratio_out"] == pytest.approx(0.1)  # median over the inputs
+    assert (table.drop(index=(1, 0)).sink_class == "none").all()
+
+
+def test_layer_table_sink_rate_is_gu_et_al():
+    heads, layers = _heads(), _layers()
+    table = tables.layer_table(layers, heads).set_index("layer")
+    gu = (heads.first_mass > 0.3).groupby(heads.layer).mean() * 100
+    assert table.sink_rate.to_numpy() == pytest.approx(gu.to_numpy())
+    assert table.loc[0, "sink_rate"] == pytest.approx(37.5)
+    assert table.loc[1, "first_norm"] == pytest.approx(20.0)
+    assert table.loc[0, "max_over_median"] == pytest.approx((2 + 3 * 4) / 4)
+    assert table.loc[1, "mean_cos"] == pytest.approx(0.2)
+
+
+def test_measure_groups_gather_the_strict_rules_by_eps():
+    groups = dict(tables.measure_groups(tables.head_table(_heads())))
+    assert groups["strict sink events (%)"] == ["pct_strict_0.1", "pct_strict_0.5"]
+    assert groups["first-token share (alpha)"] == ["first_share"]
+    assert list(groups)[:2] == ["first-token share (alpha)", "sink rate, eps = 0.3 (%)"]
+
+
+def test_token_labels():
+    assert tables.token_labels(np.array([72, 10, 32, 105]), None, 3) == ["H", "\\n", "\u2423"]
+    assert tables.token_labels(None, None, 3) == ["first", "#1", "#2"]
+
+
+def _extraction() -> dict[str, pd.DataFrame]:
+    rng = np.random.default_rng(0)
+    maps = []
+    for sample in (0, 1):
+        for layer in range(2):
+            for head in range(2):
+                weights = np.tril(rng.random((3, 3)))
+                weights /= weights.sum(-1, keepdims=True)
+                maps.append({"sample": sample, "layer": layer, "head": head, "size": 3,
+                             "weights": weights.reshape(-1).astype(np.float32)})  # fmt: skip
+    bins = np.linspace(-1, 1, 5)
+    cosine = pd.DataFrame(
+        [{"layer": layer, "bin_low": bins[k], "bin_high": bins[k + 1], "count": k + layer}
+         for layer in range(2) for k in range(len(bins) - 1)]
+    )  # fmt: skip
+    return {"heads": _heads(), "layers": _layers(), "cosine": cosine, "maps": pd.DataFrame(maps)}
+
+
+def test_page_is_self_contained_and_carries_the_maps():
+    extraction = _extraction()
+    atlas = model_atlas("toy", "a toy", extraction, np.array([72, 105, 33]), None)
+    text = page.render([atlas, atlas], "atlas of a toy")
+    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=", text)
+    assert "@import" not in text
+    data = json.loads(re.search(r'id="atlas-data">(.*?)</script>', text, re.S).group(1))
+    assert len(data["models"]) == 2
+    model = data["models"][0]
+    assert model["maps"]["labels"] == ["H", "i", "!"]
+    stored = np.frombuffer(base64.b64decode(model["maps"]["data"]), np.uint8)
+    first = extraction["maps"].query("sample == 0 and layer == 1 and head == 0")
+    offset = model["maps"]["offsets"][1 * model["n_heads"] + 0]
+    expected = np.round(np.asarray(first.weights.iloc[0]) * 255)
+    assert stored[offset : offset + 9] == pytest.approx(expected)
+    assert model["example_sink"][2] == 0  # input 0's sink of (layer 1, head 0)
+    grids = [f for f in data["figures"] if f["grid"] and f["model"] == 0]
+    assert len(grids) == len(tables.measure_groups(atlas.heads))
+
+
+def test_pipeline_atlas_labels_the_example_input(tmp_path):
+    extraction = _extraction()
+    inputs = pd.DataFrame(
+        {"sample": [1, 0], "tokens": [np.array([66, 67, 68]), np.array([72, 105, 33])]}
+    )
+    manifest = {"name": "toy", "architecture": "ToyModel", "files": {"model.safetensors": "0"}}
+    atlas = cached_model_atlas(manifest, tmp_path, extraction, inputs)
+    assert atlas.labels == ["H", "i", "!"]  # sample 0, the first with maps
+    assert atlas.description == "ToyModel; 2 text windows of 3 tokens; maps: input 0"
+    pixels = pd.DataFrame({"sample": [0, 1], "size": 32, "pixels": [b"", b""]})
+    atlas = cached_model_atlas(manifest, tmp_path, extraction, pixels)
+    assert atlas.labels == ["first", "#1", "#2"]
+    assert atlas.description == "ToyModel; 2 images of 32 px; maps: input 0"
+
+
+def test_open_model_names_what_it_accepts(tmp_path, default_config):
+    with pytest.raises(UserError, match="no such file or folder, registry model"):
+        open_model("no-such-model", default_config, tmp_path, "cpu")
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(UserError, match="not a model this command opens"):
+        open_model(str(tmp_path / "notes.txt"), default_config, tmp_path, "cpu")
+
+
+def test_open_model_hub_id_offline_says_how_to_fetch(tmp_path, default_config, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(UserError, match="hf download someone/some-model --revision main"):
+        open_model("someone/some-model", default_config, tmp_path, "cpu")
+    config = {**default_config, "fetch": {"wheelhouse": str(tmp_path / "wheels"), "pip_args": []}}
+    with pytest.raises(UserError, match="hf download openai-community/gpt2 --revision "):
+        open_model("gpt2", config, tmp_path / "models", "cpu")  # a hub model of the registry
+    assert not (tmp_path / "models" / "gpt2").exists()
+
+
+def test_cli_atlas_of_a_local_folder(tiny_lm_folder, tmp_path, capsys, one_thread):
+    out = tmp_path / "atlas"
+    args = ["atlas", str(tiny_lm_folder), "--out", str(out), "--inputs", "3", "--tokens", "24"]
+    assert main(args) == 0
+    assert capsys.readouterr().out.strip() == str(out / "atlas.html")
+    heads = pd.read_parquet(out / "heads.parquet")
+    assert len(heads) == 2 * 4 and heads.first_share.between(0, 1).all()
+    assert len(pd.read_parquet(out / "layers.parquet")) == 2
+    assert pd.read_parquet(out / "extract" / "heads.parquet")["sample"].nunique() == 3
+    maps = pd.read_parquet(out / "extract" / "maps.parquet")
+    assert len(maps) == 2 * 4 and (maps["size"] == 24).all()
+    assert (out / "atlas.html.prov.json").exists()
+    assert (out / "atlas.html").stat().st_size < 10 * 2**20
+
+
+def test_cli_atlas_too_short_text_is_one_line(tiny_lm_folder, tmp_path, capsys, one_thread):
+    text = tmp_path / "short.txt"
+    text.write_text("too short")
+    args = ["atlas", str(tiny_lm_folder), "--out", str(tmp_path / "a"), "--text", str(text)]
+    assert main(args) == 1
+    message = capsys.readouterr().err.strip()
+    assert message.startswith(f"sinkscope: {text}: cannot cut") and "--inputs" in message
+    assert "\n" not in message and not (tmp_path / "a" / "atlas.html").exists()
+
+
+def test_cli_atlas_rejects_a_zero_count(capsys):
+    with pytest.raises(SystemExit):
+        main(["atlas", "x", "--inputs", "0"])
+    assert "'0' is not a whole number of at least 1" in capsys.readouterr().err
+
+
+@pytest.fixture
+def timm_folder(tmp_path):
+    """A local timm folder (config.json naming the architecture, model.safetensors) of a
+    2-block ViT for 32-pixel images, random weights."""
+    import timm
+    import torch
+    from safetensors.torch import save_model
+
+    folder = tmp_path / "timm-vit"
+    folder.mkdir()
+    torch.manual_seed(0)
+    args = {"img_size": 32, "depth": 2}
+    save_model(timm.create_model("vit_tiny_patch16_224", **args), str(folder / "model.safetensors"))
+    settings = {"architecture": "vit_tiny_patch16_224", "model_args": args,
+                "pretrained_cfg": {"input_size": [3, 32, 32]}}  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(settings))
+    return folder
+
+
+def test_cli_atlas_of_a_timm_folder_on_given_images(timm_folder, tmp_path, one_thread):
+    from PIL import Image
+
+    images = tmp_path / "images"
+    images.mkdir()
+    for i, colour in enumerate([(200, 30, 30), (20, 90, 200)]):
+        Image.new("RGB", (48, 40), colour).save(images / f"{i}.png")
+    out = tmp_path / "atlas"
+    args = ["atlas", str(timm_folder), "--images", str(images), "--inputs", "2", "--out", str(out)]
+    assert main(args) == 0
+    assert len(pd.read_parquet(out / "heads.parquet")) == 2 * 3  # 2 blocks x 3 heads
+    maps = pd.read_parquet(out / "extract" / "maps.parquet")
+    assert (maps["size"] == 1 + (32 // 16) ** 2).all()  # [CLS] and 4 patches
+
+
+def test_cli_atlas_folder_without_images(timm_folder, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    args = ["atlas", str(timm_folder), "--images", str(tmp_path / "empty")]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"sinkscope: {tmp_path / 'empty'}: no .jpg, .jpeg or .png images in this folder (--images)"
+    )
+
+
+def test_cli_atlas_compares_two_models(tiny_lm_folder, timm_folder, tmp_path, one_thread):
+    out = tmp_path / "atlas"
+    args = ["atlas", str(tiny_lm_folder), "--compare", str(timm_folder), "--out", str(out),
+            "--inputs", "2", "--tokens", "16"]  # fmt: skip
+    assert main(args) == 0
+    assert len(pd.read_parquet(out / "tiny-llama" / "heads.parquet")) == 2 * 4
+    assert len(pd.read_parquet(out / "timm-vit" / "heads.parquet")) == 2 * 3
+    text = (out / "atlas.html").read_text()
+    data = json.loads(re.search(r'id="atlas-data">(.*?)</script>', text, re.S).group(1))
+    assert [model["name"] for model in data["models"]] == ["tiny-llama", "timm-vit"]
+    assert data["models"][0]["maps"]["size"] == 16 and data["models"][1]["maps"]["size"] == 5
