@@ -136,7 +136,7 @@ def test_slurm_profile_dag_builds(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm")
     profile = str(REPO / "profiles" / "slurm")
     _, output = snakemake(
-        tmp_path, "-n", "--profile", profile, config=REPO / "config" / "paper.yaml"
+        tmp_path, "-n", "--workflow-profile", profile, config=REPO / "config" / "paper.yaml"
     )
     assert "rule materialise_model" in output and "This was a dry-run" in output
 
