@@ -13,6 +13,7 @@ from sinkscope.exhibits import d4, d5, module, u1, u2
 from sinkscope.exhibits.registry import EXHIBITS, Plan
 from sinkscope.scorecard import judge, load_claims
 from sinkscope.stats import Interval
+from sinkscope.toys.analysis import late_fall
 
 TOYS = ("U1", "U2", "D2", "D4", "D5", "D6")
 
@@ -31,7 +32,9 @@ def test_tables_claims_and_figure(exhibit, smoke_config, tmp_path, one_thread):
     tables = {name: pd.read_parquet(tmp_path / f"{name}.parquet") for name in made}
 
     measured = toy.claims(tables, entry.settings(plan, "claims"))
-    expected = {c["id"] for c in load_claims() if c["exhibit"] == exhibit}
+    own = [c for c in load_claims() if c["exhibit"] == exhibit]
+    controls = {p["measure"] for c in own for p in c.get("preconditions", [])}
+    expected = {c["id"] for c in own} | {m for m in controls if m.startswith(f"{exhibit}.")}
     assert set(measured) == expected
     for claim, found in measured.items():
         assert type(found.value) in (float, bool), claim
@@ -211,8 +214,11 @@ def test_u2_claims_on_both_sides_of_their_thresholds():
     settings = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 32, "bias": True}}
     tables = _u2_layers(0.1397, 0.888, 1.0, 0.9)
     found = u2.claims(tables, settings)
+    control = found.pop("U2.late_loss_fall")  # the catalogue's control of every U2 claim
     assert set(found) == {c for c in CATALOGUE if c.startswith("U2.")}
     assert all(_verdict(claim, m) is True for claim, m in found.items())
+    falls = [100 * late_fall(curve) for _, curve in tables["curves"].groupby("seed")]
+    assert control.value == pytest.approx(np.mean(falls)) and control.interval.n == 5
     first = tables["layers"].query("layer == 0")
     inflow = found["U2.layer1_inflow"]
     assert inflow.value == pytest.approx(first.max_inflow.mean())
@@ -222,8 +228,10 @@ def test_u2_claims_on_both_sides_of_their_thresholds():
     assert "slope -1 per 1000 steps" in found["U2.mse"].note
 
     found = u2.claims(_u2_layers(0.5, 0.3, 3.0, 0.1), settings)
+    found.pop("U2.late_loss_fall")
     assert all(_verdict(claim, m) is False for claim, m in found.items())
     one_seed = u2.claims(_u2_layers(0.1397, 0.888, 1.0, 0.9, seeds=1), settings)
+    one_seed.pop("U2.late_loss_fall")
     assert all(_verdict(claim, m) is None for claim, m in one_seed.items())
 
 
