@@ -66,7 +66,9 @@ def compute_dtype(dtype: str, device: str | torch.device) -> torch.dtype:
     import torch
 
     if dtype not in DTYPES:
-        raise UserError(f"sinkscope: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+        raise UserError(
+            f"dtype {dtype!r} is not one of {', '.join(DTYPES)} (the registry's `dtype`)"
+        )
     if torch.device(device).type == "cpu":
         return torch.float32
     if dtype == "auto":
