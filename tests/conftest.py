@@ -44,6 +44,27 @@ def tiny_lm_folder(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def timm_folder(tmp_path_factory) -> Path:
+    """A local timm folder (config.json naming the architecture, model.safetensors) of a
+    2-block ViT for 32-pixel images, random weights."""
+    import json
+
+    import timm
+    import torch
+    from safetensors.torch import save_model
+
+    folder = tmp_path_factory.mktemp("models") / "timm-vit"
+    folder.mkdir()
+    torch.manual_seed(0)
+    args = {"img_size": 32, "depth": 2}
+    save_model(timm.create_model("vit_tiny_patch16_224", **args), str(folder / "model.safetensors"))
+    settings = {"architecture": "vit_tiny_patch16_224", "model_args": args,
+                "pretrained_cfg": {"input_size": [3, 32, 32]}}  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(settings))
+    return folder
+
+
 @pytest.fixture
 def default_config() -> dict:
     from sinkscope.config import load_config

@@ -10,12 +10,14 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from sinkscope.atlas import page, tables
 from sinkscope.atlas.build import cached_model_atlas, model_atlas
 from sinkscope.atlas.load import open_model
 from sinkscope.cli import main
 from sinkscope.errors import UserError
+from sinkscope.models.layout import ImageTokens, image_tokens
 
 N_SAMPLES = 4
 
@@ -67,8 +69,20 @@ def test_head_table_known_answers():
     assert events["pct_broadcast"] == pytest.approx(25.0)
     assert events["sink_class"] == "NOP"
     assert events["sink_position"] == 0  # the most frequent sink
+    assert events["sink_location"] == "first"
     assert events["ratio_out"] == pytest.approx(0.1)  # median over the inputs
     assert (table.drop(index=(1, 0)).sink_class == "none").all()
+    assert (table.drop(index=(1, 0)).sink_location == "none").all()
+
+
+def test_head_table_locates_sinks_on_registers():
+    heads = _heads()
+    heads.loc[(heads.layer == 1) & (heads["head"] == 0), "sink"] = [3, 3, 0, 5]
+    with_registers = tables.head_table(heads, registers=4).set_index(["layer", "head"])
+    assert with_registers.loc[(1, 0), "sink_location"] == "register"  # 2 of 3 events on reg3
+    assert tables.head_table(heads).set_index(["layer", "head"]).loc[(1, 0), "sink_location"] == (
+        "other"
+    )
 
 
 def test_layer_table_sink_rate_is_gu_et_al():
@@ -89,9 +103,40 @@ def test_measure_groups_gather_the_strict_rules_by_eps():
     assert list(groups)[:2] == ["first-token share (alpha)", "sink rate, eps = 0.3 (%)"]
 
 
-def test_token_labels():
-    assert tables.token_labels(np.array([72, 10, 32, 105]), None, 3) == ["H", "\\n", "\u2423"]
-    assert tables.token_labels(None, None, 3) == ["first", "#1", "#2"]
+def test_text_labels():
+    assert tables.text_labels(np.array([72, 10, 32]), None) == ["H", "\\n", "\u2423"]
+
+
+def test_image_token_labels():
+    layout = ImageTokens(cls=1, registers=2, rows=2, columns=3)
+    assert len(layout) == 9
+    assert layout.labels() == ["CLS", "reg1", "reg2", "(0,0)", "(0,1)", "(0,2)", "(1,0)",
+                               "(1,1)", "(1,2)"]  # fmt: skip
+
+
+def test_image_token_layout_of_each_vision_family():
+    import timm
+    import transformers
+
+    def tiny(config_class, **extra):
+        sizes = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                 "intermediate_size": 64, "image_size": 56, "patch_size": 14}  # fmt: skip
+        return config_class(**sizes, **extra)
+
+    registers = transformers.Dinov2WithRegistersModel(
+        tiny(transformers.Dinov2WithRegistersConfig, num_register_tokens=4)
+    )
+    assert image_tokens(registers, 56) == ImageTokens(1, 4, 4, 4)
+    assert image_tokens(transformers.Dinov2Model(tiny(transformers.Dinov2Config)), 28) == (
+        ImageTokens(1, 0, 2, 2)
+    )
+    clip = transformers.CLIPVisionModel(tiny(transformers.CLIPVisionConfig))
+    assert image_tokens(clip, 56) == ImageTokens(1, 0, 4, 4)
+    vit = timm.create_model("vit_tiny_patch16_224", img_size=32, depth=1, reg_tokens=2)
+    assert image_tokens(vit, 32) == ImageTokens(1, 2, 2, 2)
+    with torch.no_grad():  # the layout is the model's own sequence
+        assert registers(torch.zeros(1, 3, 56, 56)).last_hidden_state.shape[1] == 21
+        assert vit.forward_features(torch.zeros(1, 3, 32, 32)).shape[1] == 7
 
 
 def _extraction() -> dict[str, pd.DataFrame]:
@@ -114,7 +159,8 @@ def _extraction() -> dict[str, pd.DataFrame]:
 
 def test_page_is_self_contained_and_carries_the_maps():
     extraction = _extraction()
-    atlas = model_atlas("toy", "a toy", extraction, np.array([72, 105, 33]), None)
+    inputs = pd.DataFrame({"sample": [0, 1], "tokens": [np.array([72, 105, 33, 10])] * 2})
+    atlas = model_atlas("toy", "a toy", extraction, inputs)
     text = page.render([atlas, atlas], "atlas of a toy")
     assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=", text)
     assert "@import" not in text
@@ -128,6 +174,7 @@ def test_page_is_self_contained_and_carries_the_maps():
     expected = np.round(np.asarray(first.weights.iloc[0]) * 255)
     assert stored[offset : offset + 9] == pytest.approx(expected)
     assert model["example_sink"][2] == 0  # input 0's sink of (layer 1, head 0)
+    assert model["sink_labels"][2] == "H" and model["image"] is None
     grids = [f for f in data["figures"] if f["grid"] and f["model"] == 0]
     assert len(grids) == len(tables.measure_groups(atlas.heads))
 
@@ -141,10 +188,30 @@ def test_pipeline_atlas_labels_the_example_input(tmp_path):
     atlas = cached_model_atlas(manifest, tmp_path, extraction, inputs)
     assert atlas.labels == ["H", "i", "!"]  # sample 0, the first with maps
     assert atlas.description == "ToyModel; 2 text windows of 3 tokens; maps: input 0"
-    pixels = pd.DataFrame({"sample": [0, 1], "size": 32, "pixels": [b"", b""]})
-    atlas = cached_model_atlas(manifest, tmp_path, extraction, pixels)
-    assert atlas.labels == ["first", "#1", "#2"]
-    assert atlas.description == "ToyModel; 2 images of 32 px; maps: input 0"
+
+
+def test_pipeline_atlas_of_a_vit_with_registers_shows_its_patches(tmp_path):
+    from sinkscope.models.cache import write_cache
+    from sinkscope.models.vit import ViTConfig, build
+
+    vit_config = ViTConfig(image_size=8, patch_size=4, embed_dim=16, depth=2, num_heads=2,
+                           registers=2)  # fmt: skip
+    manifest = {"name": "vit", "source": "trained", "modality": "image",
+                "format": "sinkscope-vit", "architecture": "SinkscopeViT",
+                "vit_config": vit_config.as_dict()}  # fmt: skip
+    manifest = write_cache(tmp_path / "vit", build(vit_config, seed=0), manifest)
+    image = np.arange(8 * 8 * 3, dtype=np.uint8).reshape(8, 8, 3)
+    pixels = pd.DataFrame({"sample": [0, 1], "size": 8, "pixels": [image.tobytes()] * 2})
+    extraction = _extraction()
+    extraction["heads"].loc[extraction["heads"]["sample"] == 0, "sink"] = [0, 1, 3, 6]
+    atlas = cached_model_atlas(manifest, tmp_path / "vit", extraction, pixels)
+    assert atlas.labels == ["CLS", "reg1", "reg2", "(0,0)", "(0,1)", "(1,0)", "(1,1)"]
+    assert atlas.description == "SinkscopeViT; 2 images of 8 px; maps: input 0"
+    assert (atlas.image == image).all()
+    model, _ = page._model_data(0, atlas)
+    assert model["sink_labels"] == ["CLS", "reg1", "(0,0)", "(1,1)"]
+    assert model["image"]["prefix"] == 3 and model["image"]["rows"] == 2
+    assert model["image"]["source"].startswith("data:image/png;base64,")
 
 
 def test_open_model_names_what_it_accepts(tmp_path, default_config):
@@ -199,25 +266,6 @@ def test_cli_atlas_rejects_a_zero_count(capsys):
     assert "'0' is not a whole number of at least 1" in capsys.readouterr().err
 
 
-@pytest.fixture
-def timm_folder(tmp_path):
-    """A local timm folder (config.json naming the architecture, model.safetensors) of a
-    2-block ViT for 32-pixel images, random weights."""
-    import timm
-    import torch
-    from safetensors.torch import save_model
-
-    folder = tmp_path / "timm-vit"
-    folder.mkdir()
-    torch.manual_seed(0)
-    args = {"img_size": 32, "depth": 2}
-    save_model(timm.create_model("vit_tiny_patch16_224", **args), str(folder / "model.safetensors"))
-    settings = {"architecture": "vit_tiny_patch16_224", "model_args": args,
-                "pretrained_cfg": {"input_size": [3, 32, 32]}}  # fmt: skip
-    (folder / "config.json").write_text(json.dumps(settings))
-    return folder
-
-
 def test_cli_atlas_of_a_timm_folder_on_given_images(timm_folder, tmp_path, one_thread):
     from PIL import Image
 
@@ -231,6 +279,13 @@ def test_cli_atlas_of_a_timm_folder_on_given_images(timm_folder, tmp_path, one_t
     assert len(pd.read_parquet(out / "heads.parquet")) == 2 * 3  # 2 blocks x 3 heads
     maps = pd.read_parquet(out / "extract" / "maps.parquet")
     assert (maps["size"] == 1 + (32 // 16) ** 2).all()  # [CLS] and 4 patches
+    text = (out / "atlas.html").read_text()
+    model = json.loads(re.search(r'id="atlas-data">(.*?)</script>', text, re.S).group(1))
+    model = model["models"][0]
+    assert model["maps"]["labels"] == ["CLS", "(0,0)", "(0,1)", "(1,0)", "(1,1)"]
+    assert set(model["sink_labels"]) <= set(model["maps"]["labels"])
+    image = model["image"]
+    assert (image["rows"], image["columns"], image["prefix"]) == (2, 2, 1)
 
 
 def test_cli_atlas_folder_without_images(timm_folder, tmp_path, capsys):

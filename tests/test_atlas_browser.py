@@ -123,3 +123,38 @@ def test_page_renders_offline_and_a_click_shows_the_head(browser, atlas_page, tm
     assert requests == [url], requests  # the page itself, nothing else
     assert errors == [], errors
     page.close()
+
+
+def test_image_page_draws_the_example_image_and_its_sink(browser, timm_folder, tmp_path):
+    from sinkscope.cli import main
+
+    args = ["atlas", str(timm_folder), "--out", str(tmp_path), "--inputs", "2"]
+    assert main(args) == 0
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto((tmp_path / "atlas.html").resolve().as_uri())
+    page.wait_for_selector("body[data-ready=true]", timeout=60_000)
+    model = page.evaluate(
+        "() => JSON.parse(document.getElementById('atlas-data').textContent).models[0]"
+    )
+    patches = [i for i, label in enumerate(model["sink_labels"]) if label.startswith("(")]
+    layer, head = divmod(patches[-1] if patches else 4, model["n_heads"])  # a patch sink if any
+    x, y = _cell_position(page, "grid-0-0", layer, head)
+    page.mouse.click(x, y)
+    page.wait_for_function(
+        "([l, h]) => { const p = document.getElementById('panel-0');"
+        " return p.dataset.layer == l && p.dataset.head == h; }",
+        arg=[layer, head],
+    )
+    drawn, outlined = page.evaluate(
+        "() => { const gd = document.getElementById('image-0');"
+        " return [gd.data[0].type, gd.layout.shapes.filter(s => s.type == 'rect').length]; }"
+    )
+    label = model["sink_labels"][layer * model["n_heads"] + head]
+    assert drawn == "image" and outlined == int(label.startswith("("))  # a patch is outlined
+    assert label in page.inner_text("#image-caption-0")
+    assert f"example sink: {label}" in page.inner_text("#map-title-0")
+    assert errors == [], errors
+    page.close()

@@ -14,7 +14,8 @@ from ..data import images, text
 from ..data.inputs import batches
 from ..errors import BadInput
 from ..extract import extract
-from ..models import load_tokenizer
+from ..models import load_tokenizer, model_skeleton
+from ..models.layout import ImageTokens, image_tokens
 from ..provenance import ParquetStream, Recorder, write_parquet, write_with_sidecar
 from . import tables
 from .load import OpenedModel
@@ -27,23 +28,34 @@ def model_atlas(
     name: str,
     description: str,
     extraction: dict[str, pd.DataFrame],
-    example_tokens: np.ndarray | None,
-    tokenizer: Any,
+    inputs: pd.DataFrame,
+    tokenizer: Any = None,
+    layout: ImageTokens | None = None,
 ) -> ModelAtlas:
     """The atlas of one model from its extraction tables (`heads`, `layers`, `cosine`, `maps`)
-    and the tokens of the example input (None for images)."""
+    and its input table: the example input (the first with maps) labelled by `tokenizer` (text)
+    or by the model's token `layout` (images: class token, registers, patches), which also says
+    where its registers are."""
     heads, maps = extraction["heads"], tables.example_maps(extraction["maps"])
-    size = int(maps["size"].max()) if len(maps) else 0
     example = maps["sample"].min() if len(maps) else heads["sample"].min()
+    row = inputs.set_index("sample").loc[example]
+    if layout is None:
+        labels, image = tables.text_labels(row["tokens"], tokenizer), None
+    else:
+        size = int(row["size"])
+        labels = layout.labels()
+        image = np.frombuffer(row["pixels"], np.uint8).reshape(size, size, 3)
     return ModelAtlas(
         name=name,
         description=description,
-        heads=tables.head_table(heads),
+        heads=tables.head_table(heads, layout.registers if layout else 0),
         layers=tables.layer_table(extraction["layers"], heads),
         cosine=tables.cosine_shares(extraction["cosine"]),
         maps=maps,
-        labels=tables.token_labels(example_tokens, tokenizer, size),
+        labels=labels,
         example_sink=heads.loc[heads["sample"] == example, ["layer", "head", "sink"]],
+        image=image,
+        layout=layout,
     )
 
 
@@ -53,20 +65,22 @@ def cached_model_atlas(
     extraction: dict[str, pd.DataFrame],
     inputs: pd.DataFrame,
 ) -> ModelAtlas:
-    """The atlas of a cached model from the pipeline's extraction output and input table (the
-    tokens of the example input labelled by the tokenizer saved beside the model)."""
+    """The atlas of a cached model from the pipeline's extraction output and input table (text
+    labelled by the tokenizer saved beside the model, images by the model's token layout)."""
     example = extraction["maps"]["sample"].min()
+    tokenizer, layout = None, None
     if "tokens" in inputs:
-        tokens = inputs.set_index("sample").tokens[example]
-        what = f"{len(inputs)} text windows of {len(tokens)} tokens"
-        has_tokenizer = any(name.startswith("tokenizer") for name in manifest["files"])
-        tokenizer = load_tokenizer(cache_dir) if has_tokenizer else None
+        length = len(inputs.set_index("sample").tokens[example])
+        what = f"{len(inputs)} text windows of {length} tokens"
+        if any(name.startswith("tokenizer") for name in manifest["files"]):
+            tokenizer = load_tokenizer(cache_dir)
     else:
-        tokens, tokenizer = None, None
-        what = f"{len(inputs)} images of {inputs['size'].iloc[0]} px"
+        size = int(inputs["size"].iloc[0])
+        what = f"{len(inputs)} images of {size} px"
+        layout = image_tokens(model_skeleton(cache_dir), size)
     about = manifest.get("description") or manifest["architecture"]
     description = f"{about}; {what}; maps: input {example}"
-    return model_atlas(manifest["name"], description, extraction, tokens, tokenizer)
+    return model_atlas(manifest["name"], description, extraction, inputs, tokenizer, layout)
 
 
 def write_tables(atlas: ModelAtlas, folder: str | Path, prov: dict[str, Any]) -> None:
@@ -163,9 +177,13 @@ def extract_atlas(
         "cosine": cosine,
         "maps": maps,
     }
-    tokens = inputs.table["tokens"].iloc[0] if "tokens" in inputs.table else None
+    layout = None
+    if opened.modality == "image":
+        layout = image_tokens(opened.model, opened.preprocessing["image_size"])
     architecture = opened.record.get("architecture") or type(opened.model).__name__
     description = f"{architecture}; {inputs.description}; maps: the first input"
-    atlas = model_atlas(opened.name, description, extraction, tokens, opened.tokenizer)
+    atlas = model_atlas(
+        opened.name, description, extraction, inputs.table, opened.tokenizer, layout
+    )
     write_tables(atlas, folder, recorder.record())
     return atlas

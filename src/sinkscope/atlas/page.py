@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 import json
 from dataclasses import dataclass
 
@@ -13,8 +14,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from PIL import Image
 from plotly.offline import get_plotlyjs
 
+from ..models.layout import ImageTokens
 from .tables import measure_groups
 
 LOG_MEASURES = {"ratio_out", "ratio_head", "massive_activation"}  # drawn as log10
@@ -39,8 +42,10 @@ class ModelAtlas:
     layers: pd.DataFrame  # tables.layer_table
     cosine: pd.DataFrame  # tables.cosine_shares
     maps: pd.DataFrame  # tables.example_maps
-    labels: list[str]  # the example input's first positions
+    labels: list[str]  # of every position of the example input
     example_sink: pd.DataFrame  # (layer, head, sink) of the example input
+    image: np.ndarray | None = None  # the example image (H, W, 3 uint8) of an image model
+    layout: ImageTokens | None = None  # where an image model's tokens come from
 
 
 def _grid(table: pd.DataFrame, column: str) -> np.ndarray:
@@ -163,6 +168,9 @@ def _model_data(index: int, atlas: ModelAtlas) -> tuple[dict, list[dict]]:
     data = np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.uint8)
     sinks = atlas.example_sink.set_index(["layer", "head"])["sink"]
     sinks = sinks.reindex(pd.MultiIndex.from_frame(heads[["layer", "head"]]), fill_value=-1)
+    sink_labels = [
+        atlas.labels[s] if 0 <= s < len(atlas.labels) else f"#{s}" for s in sinks.astype(int)
+    ]
     start = _first_sink_head(heads)
     columns = [c for c in heads.columns if c not in ("layer", "head")]
     model = {
@@ -179,6 +187,8 @@ def _model_data(index: int, atlas: ModelAtlas) -> tuple[dict, list[dict]]:
             "data": base64.b64encode(data.tobytes()).decode("ascii"),
         },
         "example_sink": sinks.astype(int).tolist(),
+        "sink_labels": sink_labels,
+        "image": _image_data(atlas),
         "start": start,
     }
     figures = [
@@ -192,6 +202,23 @@ def _model_data(index: int, atlas: ModelAtlas) -> tuple[dict, list[dict]]:
     for figure in figures:
         figure["model"] = index
     return model, figures
+
+
+def _image_data(atlas: ModelAtlas) -> dict | None:
+    """The example image as an inlined PNG and the patch grid over it (None for text)."""
+    if atlas.image is None or atlas.layout is None:
+        return None
+    png = io.BytesIO()
+    Image.fromarray(atlas.image).save(png, format="PNG")
+    layout = atlas.layout
+    return {
+        "source": "data:image/png;base64," + base64.b64encode(png.getvalue()).decode("ascii"),
+        "height": atlas.image.shape[0],
+        "width": atlas.image.shape[1],
+        "prefix": layout.cls + layout.registers,
+        "rows": layout.rows,
+        "columns": layout.columns,
+    }
 
 
 def _first_sink_head(heads: pd.DataFrame) -> list[int]:
@@ -214,6 +241,12 @@ def _plain(value):
 def _section(index: int, atlas: ModelAtlas, figures: list[dict]) -> str:
     grids = "".join(f'<div id="{f["div"]}" class="grid-cell"></div>' for f in figures if f["grid"])
     layers = "".join(f'<div id="{f["div"]}"></div>' for f in figures if not f["grid"])
+    size = int(atlas.maps["size"].max()) if len(atlas.maps) else 0
+    image = ""
+    if atlas.image is not None:
+        image = f"""
+      <div id="image-{index}" class="image"></div>
+      <p class="hint" id="image-caption-{index}"></p>"""
     return f"""
 <section class="model" id="model-{index}">
   <h2>{html.escape(atlas.name)}</h2>
@@ -222,10 +255,11 @@ def _section(index: int, atlas: ModelAtlas, figures: list[dict]) -> str:
     <div class="panel" id="panel-{index}">
       <h3 id="map-title-{index}">attention map</h3>
       <p class="hint">Click a cell of a layer x head grid to show that head's attention on the
-      example input (queries down, keys across, its first {len(atlas.labels)} positions, colour
-      by the square root of the weight, the example's sink column outlined in red) and the
-      head's row of numbers.</p>
-      <div id="map-{index}" class="map"></div>
+      example input (queries down, keys across, its first {size} positions, colour by the square
+      root of the weight, the example's sink column outlined in red) and the head's row of
+      numbers. Image tokens are labelled CLS, reg1.. (registers) and (row,column) of a
+      patch.</p>
+      <div id="map-{index}" class="map"></div>{image}
       <div class="numbers" id="numbers-{index}"></div>
     </div>
     <div class="figures">
@@ -264,6 +298,31 @@ SCRIPT = """
     if (typeof v === "number" && !Number.isInteger(v)) return v.toPrecision(4);
     return String(v);
   }
+  function showImage(m, image, sink, label) {
+    const h = image.height / image.rows, w = image.width / image.columns;
+    const line = {color: "rgba(255,255,255,0.4)", width: 0.5};
+    const shapes = [];  // the patch grid; pixel centres sit at whole coordinates
+    for (let r = 1; r < image.rows; r++)
+      shapes.push({type: "line", x0: -0.5, x1: image.width - 0.5,
+                   y0: r * h - 0.5, y1: r * h - 0.5, line: line});
+    for (let c = 1; c < image.columns; c++)
+      shapes.push({type: "line", y0: -0.5, y1: image.height - 0.5,
+                   x0: c * w - 0.5, x1: c * w - 0.5, line: line});
+    const patch = sink - image.prefix;
+    let caption = "the example's sink is its " + label + " token, not a patch";
+    if (sink < 0) caption = "no sink recorded for this head";
+    else if (patch >= 0 && patch < image.rows * image.columns) {
+      const r = Math.floor(patch / image.columns), c = patch % image.columns;
+      shapes.push({type: "rect", x0: c * w - 0.5, x1: (c + 1) * w - 0.5, y0: r * h - 0.5,
+                   y1: (r + 1) * h - 0.5, line: {color: "red", width: 2}});
+      caption = "the example's sink: patch " + label + ", outlined in red";
+    }
+    document.getElementById("image-caption-" + m).textContent = caption;
+    Plotly.react("image-" + m, [{type: "image", source: image.source, hoverinfo: "skip"}],
+      {width: 260, height: 260, margin: {l: 5, r: 5, t: 5, b: 5}, shapes: shapes,
+       xaxis: {visible: false, range: [-0.5, image.width - 0.5]},
+       yaxis: {visible: false, range: [image.height - 0.5, -0.5]}}, config);
+  }
   function showHead(m, layer, head) {
     const model = atlas.models[m];
     const index = layer * model.n_heads + head;
@@ -272,10 +331,11 @@ SCRIPT = """
     const panel = document.getElementById("panel-" + m);
     panel.dataset.layer = layer;
     panel.dataset.head = head;
-    const sink = model.example_sink[index];
+    const sink = model.example_sink[index], label = model.sink_labels[index];
     const size = model.maps.size, labels = model.maps.labels;
-    document.getElementById("map-title-" + m).textContent =
-      "layer " + layer + ", head " + head + " (example sink at position " + sink + ")";
+    document.getElementById("map-title-" + m).textContent = "layer " + layer + ", head " + head +
+      (sink < 0 ? " (no example sink)" : " (example sink: " + label + ", position " + sink + ")");
+    if (model.image) showImage(m, model.image, sink, label);
     document.getElementById("numbers-" + m).replaceChildren(...model.columns.flatMap(
       (name, i) => [[name, "name"], [shown(row[i]), "value"]].map(([text, kind]) => {
         const cell = document.createElement("span");

@@ -30,15 +30,18 @@ HEAD_MEASURES = {
 }
 MEDIANS = ["sink_mass", "ratio_head", "ratio_out", "srank", "massive_activation"]
 MEANS = ["entropy", "delta_similarity"]
+LOCATIONS = ["first", "register", "other"]  # diagnostics.sink_location
 
 
-def head_table(heads: pd.DataFrame) -> pd.DataFrame:
+def head_table(heads: pd.DataFrame, registers: int = 0) -> pd.DataFrame:
     """One row per (layer, head): first-token share and sink rate, % of inputs with each kind of
     sink event and class, medians of the value-norm ratios, stable rank and massive activation,
-    means of the entropy and similarity change, and the most frequent sink position."""
+    means of the entropy and similarity change, the most frequent sink position and the most
+    frequent place of its sink events (first token, register or other; a model's `registers`
+    follow its first token)."""
     keys = ["layer", "head"]
     n_inputs = heads["sample"].nunique()
-    found = diagnostics.events(heads, first_counted_layer=0, registers=0)
+    found = diagnostics.events(heads, first_counted_layer=0, registers=registers)
     classes = found.groupby([*keys, "sink_class"]).size().unstack(fill_value=0)
     classes = classes.reindex(columns=diagnostics.CLASSES, fill_value=0)
     grouped = heads.groupby(keys)
@@ -55,11 +58,15 @@ def head_table(heads: pd.DataFrame) -> pd.DataFrame:
     shares = classes.reindex(table.index, fill_value=0).mul(100 / n_inputs)
     table["pct_nop"] = shares["NOP"]
     table["pct_broadcast"] = shares["Broadcast"]
-    table["sink_class"] = _majority_class(classes.reindex(table.index, fill_value=0))
+    table["sink_class"] = _majority(classes.reindex(table.index, fill_value=0))
+    places = found.groupby([*keys, "location"]).size().unstack(fill_value=0)
+    places = places.reindex(index=table.index, columns=LOCATIONS, fill_value=0)
+    table["sink_location"] = _majority(places)
     strict = [c for c in table.columns if c.startswith("pct_strict_")]
     order = ["first_share", "sink_rate", "pct_relaxed", *strict, "pct_nop", "pct_broadcast",
-             "sink_class", "sink_position", "sink_mass", "ratio_out", "ratio_head", "srank",
-             "massive_activation", "delta_similarity", "entropy"]  # fmt: skip
+             "sink_class", "sink_position", "sink_location", "sink_mass", "ratio_out",
+             "ratio_head", "srank", "massive_activation", "delta_similarity",
+             "entropy"]  # fmt: skip
     return table[order].reset_index()
 
 
@@ -76,8 +83,9 @@ def measure_groups(table: pd.DataFrame) -> list[tuple[str, list[str]]]:
     return groups
 
 
-def _majority_class(counts: pd.DataFrame) -> pd.Series:
-    """The most frequent class of a head's sink events, `none` for a head without events."""
+def _majority(counts: pd.DataFrame) -> pd.Series:
+    """Per head, the column of its largest count of sink events, `none` for a head without
+    events."""
     labels = counts.idxmax(axis=1).where(counts.sum(axis=1) > 0, "none")
     return labels.astype(str)
 
@@ -116,12 +124,9 @@ def example_maps(maps: pd.DataFrame) -> pd.DataFrame:
     return maps[maps["sample"] == first].sort_values(["layer", "head"], ignore_index=True)
 
 
-def token_labels(tokens: np.ndarray | None, tokenizer, size: int) -> list[str]:
-    """Labels of the first `size` positions: each token decoded on its own (UTF-8 bytes as
-    characters when there is no tokenizer), escaped so that spaces and newlines show; for images
-    (no tokens), `first` and the position."""
-    if tokens is None:
-        return ["first"] + [f"#{i}" for i in range(1, size)]
-    ids = [int(t) for t in np.asarray(tokens)[:size]]
+def text_labels(tokens: np.ndarray, tokenizer) -> list[str]:
+    """Labels of the positions of a text input: each token decoded on its own (UTF-8 bytes as
+    characters when there is no tokenizer), escaped so that spaces and newlines show."""
+    ids = [int(t) for t in np.asarray(tokens)]
     pieces = [chr(i) for i in ids] if tokenizer is None else [tokenizer.decode([i]) for i in ids]
     return [repr(piece)[1:-1].replace(" ", "\u2423") or "''" for piece in pieces]

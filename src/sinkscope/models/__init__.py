@@ -1,7 +1,7 @@
 """The model registry and the local model cache."""
 
 from ..hub import ModelUnavailable, load_tokenizer
-from .cache import CorruptCache, load_model, read_manifest, verify_cache
+from .cache import CorruptCache, load_model, model_skeleton, read_manifest, verify_cache
 from .sources import UnknownModel, materialise, registry_entry
 from .wheels import FetchError
 
@@ -13,6 +13,7 @@ __all__ = [
     "load_model",
     "load_tokenizer",
     "materialise",
+    "model_skeleton",
     "read_manifest",
     "registry_entry",
     "verify_cache",

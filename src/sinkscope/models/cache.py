@@ -320,33 +320,51 @@ def load_model(
     with cache_lock(cache_dir, exclusive=False):
         manifest = verify_cache(cache_dir)
         dtype = compute_dtype(manifest.get("compute_dtype", "float32"), device)
-        kind = manifest.get("format")
-        if kind == "timm":
-            import timm
-            from safetensors.torch import load_model as load_safetensors
-
-            model = timm.create_model(manifest["architecture"], pretrained=False)
-            load_safetensors(model, str(cache_dir / "model.safetensors"))
-        elif kind == "sinkscope-vit":  # a ViT variant trained by the mitigation stage
-            from safetensors.torch import load_model as load_safetensors
-
-            from .vit import SinkscopeViT, ViTConfig
-
-            model = SinkscopeViT(ViTConfig(**manifest["vit_config"]))
-            load_safetensors(model, str(cache_dir / "model.safetensors"))
-        elif kind == "transformers":
-            import transformers
-
-            cls = getattr(transformers, str(manifest.get("architecture")), None)
-            if cls is None:
-                raise CorruptCache(
-                    f"{cache_dir / MANIFEST} names architecture {manifest.get('architecture')!r}, "
-                    f"which this transformers version lacks; {_rebuild(cache_dir)}"
-                )
-            model = cls.from_pretrained(cache_dir, dtype=dtype, attn_implementation="eager")
-        else:
-            raise CorruptCache(
-                f"{cache_dir / MANIFEST} has format {kind!r}, not one this version reads "
-                f"(transformers, timm, sinkscope-vit); {_rebuild(cache_dir)}"
-            )
+        model = _architecture(cache_dir, manifest, dtype, weights=True)
     return model.to(device, dtype).eval(), manifest
+
+
+def model_skeleton(cache_dir: str | Path) -> torch.nn.Module:
+    """A cached model's architecture on the meta device, no weight read (for its shapes)."""
+    import torch
+
+    cache_dir = Path(cache_dir)
+    with cache_lock(cache_dir, exclusive=False), torch.device("meta"):
+        return _architecture(cache_dir, read_manifest(cache_dir), torch.float32, weights=False)
+
+
+def _architecture(
+    cache_dir: Path, manifest: dict[str, Any], dtype: torch.dtype, weights: bool
+) -> torch.nn.Module:
+    """The model the manifest describes, with the cache's weights when `weights`."""
+    kind = manifest.get("format")
+    if kind == "timm":
+        import timm
+
+        model = timm.create_model(manifest["architecture"], pretrained=False)
+    elif kind == "sinkscope-vit":  # a ViT variant trained by the mitigation stage
+        from .vit import SinkscopeViT, ViTConfig
+
+        model = SinkscopeViT(ViTConfig(**manifest["vit_config"]))
+    elif kind == "transformers":
+        import transformers
+
+        cls = getattr(transformers, str(manifest.get("architecture")), None)
+        if cls is None:
+            raise CorruptCache(
+                f"{cache_dir / MANIFEST} names architecture {manifest.get('architecture')!r}, "
+                f"which this transformers version lacks; {_rebuild(cache_dir)}"
+            )
+        if weights:
+            return cls.from_pretrained(cache_dir, dtype=dtype, attn_implementation="eager")
+        return cls._from_config(cls.config_class.from_pretrained(cache_dir))
+    else:
+        raise CorruptCache(
+            f"{cache_dir / MANIFEST} has format {kind!r}, not one this version reads "
+            f"(transformers, timm, sinkscope-vit); {_rebuild(cache_dir)}"
+        )
+    if weights:
+        from safetensors.torch import load_model as load_safetensors
+
+        load_safetensors(model, str(cache_dir / "model.safetensors"))
+    return model
