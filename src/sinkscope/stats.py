@@ -13,10 +13,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 LEVEL = 0.95
 RESAMPLES = 1000
+
+
+def scipy_stats():
+    """scipy.stats, imported on first use (it takes a second; the workflow's planning imports
+    this module but never tests)."""
+    from scipy import stats
+
+    return stats
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,7 @@ def over_seeds(values: Sequence[float]) -> Interval:
         return undecided(len(values), "seeds")
     if np.ptp(values) == 0:
         return Interval(float(values[0]), float(values[0]), len(values), "seeds")
-    low, high = stats.ttest_1samp(values, 0.0).confidence_interval(LEVEL)
+    low, high = scipy_stats().ttest_1samp(values, 0.0).confidence_interval(LEVEL)
     return Interval(float(low), float(high), len(values), "seeds")
 
 
@@ -69,7 +76,7 @@ def difference_over_seeds(a: Sequence[float], b: Sequence[float]) -> Interval:
         return undecided(n, "seeds")
     if np.ptp(a) == 0 and np.ptp(b) == 0:
         return Interval(float(a.mean() - b.mean()), float(a.mean() - b.mean()), n, "seeds")
-    low, high = stats.ttest_ind(a, b, equal_var=False).confidence_interval(LEVEL)
+    low, high = scipy_stats().ttest_ind(a, b, equal_var=False).confidence_interval(LEVEL)
     return Interval(float(low), float(high), n, "seeds")
 
 
@@ -115,7 +122,7 @@ def share(hits: int, n: int, unit: str) -> Interval:
     show a pattern), e.g. the share of seeds whose trained model uses a sink."""
     if n == 0:
         return undecided(0, unit)
-    interval = stats.binomtest(int(hits), int(n)).proportion_ci(LEVEL, method="exact")
+    interval = scipy_stats().binomtest(int(hits), int(n)).proportion_ci(LEVEL, method="exact")
     return Interval(float(interval.low), float(interval.high), int(n), unit)
 
 

@@ -12,7 +12,7 @@ STREAM_CORPUS = [repo_path(STREAM_TEXT["file"])] if STREAM_TEXT["source"] == "fi
 # the text under six policies, `newline` under one, `recompute` re-encodes a window at every
 # `recompute_every`-th position; the short jobs of S5-S9 fill the cores at the end. Job wall and CPU times:
 # logs/benchmark/<rule>/.
-from sinkscope.streaming.run import PARTS as STREAM_PARTS
+from sinkscope.streaming.policies import PARTS as STREAM_PARTS
 
 
 # what sinkscope.data.text.corpus_text reads for the configured source

@@ -219,7 +219,7 @@ def _toy(exhibit: str, title: str, tables: tuple[str, ...], trained: bool, runti
 
 
 def _nll_files(plan: Plan) -> list[str]:
-    from ..streaming.run import PARTS
+    from ..streaming.policies import PARTS
 
     return [
         f"results/streaming/nll/{m}/{part}.parquet"

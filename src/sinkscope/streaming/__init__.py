@@ -7,16 +7,23 @@ Usable with any Hugging Face causal LM (RoPE or not), outside the pipeline:
     lm = StreamingLM(model, parse("4+1020"))         # token-by-token, bounded memory
 """
 
-from .cache import StreamingLM
-from .evaluate import nll_fast, nll_fast_many, nll_loop, nll_recompute
-from .policies import Policy, parse
+from importlib import import_module
 
-__all__ = [
-    "Policy",
-    "StreamingLM",
-    "nll_fast",
-    "nll_fast_many",
-    "nll_loop",
-    "nll_recompute",
-    "parse",
-]
+# name -> module; imported on first use, so that the workflow's planning (which reads
+# `policies.PARTS`) does not import torch
+_EXPORTS = {
+    "Policy": "policies",
+    "StreamingLM": "cache",
+    "nll_fast": "evaluate",
+    "nll_fast_many": "evaluate",
+    "nll_loop": "evaluate",
+    "nll_recompute": "evaluate",
+    "parse": "policies",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

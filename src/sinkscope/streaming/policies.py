@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KINDS = ("full", "cache", "recompute")
+# The parts of the streaming NLL run as separate jobs, the longest first (`run.part_nll`)
+PARTS = ("cache", "newline", "recompute")
 
 
 @dataclass(frozen=True)

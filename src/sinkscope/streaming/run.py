@@ -18,10 +18,8 @@ import pandas as pd
 import torch
 
 from .evaluate import nll_fast, nll_fast_many, nll_recompute
-from .policies import Policy
+from .policies import PARTS, Policy
 from .text import model_prefix, newline_ids
-
-PARTS = ("cache", "newline", "recompute")
 
 
 def part_nll(
