@@ -235,6 +235,35 @@ def test_open_model_hub_id_offline_says_how_to_fetch(tmp_path, default_config, m
     assert not (tmp_path / "models" / "gpt2").exists()
 
 
+def test_cli_atlas_of_a_hub_id(tiny_lm_folder, tmp_path, monkeypatch, capsys, one_thread):
+    """A hub id resolves through huggingface_hub's cache (here one written like a download);
+    the page's provenance pins the commit it resolved to."""
+    import huggingface_hub.constants
+    from standins import write_repo
+
+    commit = write_repo(tmp_path / "hub", "someone/tiny-llama", "main", tiny_lm_folder)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    out = tmp_path / "atlas"
+    args = ["atlas", "someone/tiny-llama", "--out", str(out), "--inputs", "2", "--tokens", "16"]
+    assert main(args) == 0
+    assert capsys.readouterr().out.strip() == str(out / "atlas.html")
+    provenance = json.loads((out / "atlas.html.prov.json").read_text())
+    assert {"repo": "someone/tiny-llama", "commit": commit} in _values(provenance)
+    assert len(pd.read_parquet(out / "heads.parquet")) == 2 * 4
+
+
+def _values(tree):
+    """Every dict and value nested in a JSON tree."""
+    if isinstance(tree, dict):
+        yield tree
+        for value in tree.values():
+            yield from _values(value)
+    elif isinstance(tree, list):
+        for value in tree:
+            yield from _values(value)
+
+
 def test_cli_atlas_of_a_local_folder(tiny_lm_folder, tmp_path, capsys, one_thread):
     out = tmp_path / "atlas"
     args = ["atlas", str(tiny_lm_folder), "--out", str(out), "--inputs", "3", "--tokens", "24"]

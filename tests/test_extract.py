@@ -37,7 +37,8 @@ COLUMNS = [
 def direct_stats(probs, values, w_out, hidden, visible) -> pd.DataFrame:
     """The statistics of one layer from explicit tensors, every metric in its plain form."""
     mass = metrics.column_mass(probs, visible)
-    sink = mass.argmax(-1)
+    seen = visible.expand(probs.shape).sum(-2) >= visible.shape[-1] / 2  # keys half the queries see
+    sink = torch.where(seen, mass, torch.full_like(mass, -1)).argmax(-1)
     outs = values.double() @ w_out.double()
     update = probs.double() @ outs  # U = A (V W_O^h), formed explicitly
     sigma = metrics.singular_values(update)

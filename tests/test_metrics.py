@@ -30,6 +30,26 @@ def test_column_mass_of_a_one_hot_column():
     assert metrics.dominant_key(one_hot_causal(5), mask).item() == 0
 
 
+def test_dominant_key_is_one_most_queries_can_see():
+    """A diagonal head's last key has column mass 1 (its only query is itself); the sink is
+    taken among the keys that at least half of the queries see."""
+    diagonal = torch.eye(6)
+    diagonal[:, 1] += 0.5  # key 1 holds half of every later query's weight
+    diagonal[1:] /= diagonal[1:].sum(-1, keepdim=True)
+    diagonal = diagonal * metrics.causal_mask(6)
+    diagonal /= diagonal.sum(-1, keepdim=True)
+    mask = metrics.causal_mask(6)
+    assert metrics.column_mass(diagonal, mask).argmax().item() == 5
+    assert metrics.dominant_key(diagonal, mask).item() == 1  # keys 0..3 are seen by >= 3 of 6
+    to_last = torch.zeros(6, 6)
+    to_last[:, 5] = 1  # bidirectional: every key is a candidate, the last one too
+    assert metrics.dominant_key(to_last, torch.ones(6, 6, dtype=torch.bool)).item() == 5
+    padded = torch.ones(2, 1, 6, 6, dtype=torch.bool)
+    padded[1, :, :, 3:] = False  # input 1 has 3 real keys: each seen by all 6 queries
+    keys = metrics.dominant_key(diagonal.expand(2, 1, 6, 6), padded & mask)
+    assert keys.tolist() == [[1], [1]]
+
+
 def test_column_mass_averages_over_the_queries_that_see_the_key():
     mass = metrics.column_mass(uniform_causal(4), metrics.causal_mask(4))
     expected = [

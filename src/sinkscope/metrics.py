@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike
 
 RELAXED_SHARE = 0.9  # a sink event needs this share of the queries that see the sink ...
 RELAXED_WEIGHT = 0.5  # ... to give it at least this weight
+SINK_MIN_SEEN = 0.5  # a sink is a key at least this share of the queries can see
 STRICT_EPS = (0.5, 0.3, 0.2, 0.1)
 SINK_RATE_EPS = 0.3
 NOP_MAX_RATIO = 0.2
@@ -37,8 +38,14 @@ def column_mass(attn: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
 
 
 def dominant_key(attn: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
-    """Index of the key with the largest column mass: (...)."""
-    return column_mass(attn, visible).argmax(-1)
+    """Index of the key with the largest column mass among the keys that at least
+    `SINK_MIN_SEEN` of the queries can see: (...). Every key of bidirectional attention; the
+    first half of a causal window, whose last keys are seen by a few queries only (the last key's
+    column mass is one query's weight on itself, not a share of the head's attention)."""
+    seen = visible.sum(-2)  # queries that see each key
+    queries = visible.any(-1).sum(-1, keepdim=True)  # queries that see any key
+    candidate = seen >= SINK_MIN_SEEN * queries
+    return column_mass(attn, visible).masked_fill(~candidate, -1.0).argmax(-1)
 
 
 def sink_weights(attn: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
