@@ -78,6 +78,18 @@ def _cell_position(page, div: str, layer: int, head: int) -> tuple[float, float]
     )
 
 
+def _click_head(page, layer: int, head: int) -> None:
+    """Click cell (layer, head) of the first grid; wait until the panel shows that head."""
+    x, y = _cell_position(page, "grid-0-0", layer, head)
+    page.mouse.click(x, y)
+    page.wait_for_function(
+        "([l, h]) => { const p = document.getElementById('panel-0');"
+        " return p.dataset.layer == l && p.dataset.head == h; }",
+        arg=[layer, head],
+        timeout=10_000,
+    )
+
+
 def test_page_renders_offline_and_a_click_shows_the_head(browser, atlas_page, tmp_path):
     path, screenshot_wanted = atlas_page
     assert path.stat().st_size < MAX_BYTES, f"{path}: {path.stat().st_size} bytes"
@@ -101,14 +113,7 @@ def test_page_renders_offline_and_a_click_shows_the_head(browser, atlas_page, tm
         " document.getElementById('panel-0').dataset.head].map(Number)"
     )
     layer, head = CLICKED if list(CLICKED) != start else (0, 0)  # not the head shown at start
-    x, y = _cell_position(page, "grid-0-0", layer, head)
-    page.mouse.click(x, y)
-    page.wait_for_function(
-        "([l, h]) => { const p = document.getElementById('panel-0');"
-        " return p.dataset.layer == l && p.dataset.head == h; }",
-        arg=[layer, head],
-        timeout=10_000,
-    )
+    _click_head(page, layer, head)
     assert page.inner_text("#map-title-0").startswith(f"layer {layer}, head {head} ")
     shown = page.evaluate(
         "() => { const gd = document.getElementById('map-0');"
@@ -141,13 +146,7 @@ def test_image_page_draws_the_example_image_and_its_sink(browser, timm_folder, t
     )
     patches = [i for i, label in enumerate(model["sink_labels"]) if label.startswith("(")]
     layer, head = divmod(patches[-1] if patches else 4, model["n_heads"])  # a patch sink if any
-    x, y = _cell_position(page, "grid-0-0", layer, head)
-    page.mouse.click(x, y)
-    page.wait_for_function(
-        "([l, h]) => { const p = document.getElementById('panel-0');"
-        " return p.dataset.layer == l && p.dataset.head == h; }",
-        arg=[layer, head],
-    )
+    _click_head(page, layer, head)
     drawn, outlined = page.evaluate(
         "() => { const gd = document.getElementById('image-0');"
         " return [gd.data[0].type, gd.layout.shapes.filter(s => s.type == 'rect').length]; }"
