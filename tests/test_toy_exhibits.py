@@ -147,6 +147,9 @@ def test_u1_intervention_table_pools_the_rms_change_per_query_group():
 def test_u1_claims_on_both_sides_of_their_thresholds():
     paper_like = _u1_tables(0.05, 0.8, 0.1, (0.0187, 0.0187, 0.0187, 0.5, 0.144), 5.0)
     found = u1.claims(paper_like, U1_SETTINGS)
+    control = found.pop("U1.late_loss_fall")  # the catalogue's control of every U1 claim
+    assert control.value == pytest.approx(100 * late_fall(paper_like["curves"]))
+    assert control.interval.basis == "exact"
     assert set(found) == {c for c in CATALOGUE if c.startswith("U1.")}
     assert all(_verdict(claim, m) is True for claim, m in found.items())
     ex = paper_like["examples"]
@@ -174,6 +177,7 @@ def test_u1_claims_on_both_sides_of_their_thresholds():
 
     broken = _u1_tables(0.5, 0.1, 0.6, (0.1, 0.1, 0.1, 0.05, 0.02), 1.2)
     found = u1.claims(broken, U1_SETTINGS)
+    found.pop("U1.late_loss_fall")
     assert all(_verdict(claim, m) is False for claim, m in found.items())
     assert found["U1.nop_routed_to_sink"].interval.high < 0
     assert found["U1.sink_value_ratio"].interval.low > 0.2
@@ -273,6 +277,8 @@ def test_d4_classifies_each_run_on_both_sides_of_each_threshold():
 def test_d4_claims_on_both_sides_of_their_thresholds():
     sinks = _switch_runs(0.95, 0.02, 0.05, 0.3, n=40)
     found = d4.claims(sinks, D4_SETTINGS)
+    control = found.pop("D4.late_loss_fall")  # the catalogue's control of the D4 claims
+    assert control.value == pytest.approx(100 * 0.02 / 0.9) and control.interval.n == 40
     assert set(found) == {c for c in CATALOGUE if c.startswith("D4.")}
     assert all(_verdict(claim, m) is True for claim, m in found.items())
     sink = found["D4.hard_switch_is_sink"]
@@ -283,11 +289,13 @@ def test_d4_claims_on_both_sides_of_their_thresholds():
 
     cancelling = _switch_runs(0.1, 0.5, 0.1, 0.2, n=40)
     found = d4.claims(cancelling, D4_SETTINGS)
+    found.pop("D4.late_loss_fall")
     assert all(_verdict(claim, m) is False for claim, m in found.items())
     assert found["D4.switch_by_cancellation"].value == 100.0
     assert "0 sink, 40 cancellation" in found["D4.switch_by_cancellation"].note
 
     few = d4.claims(_switch_runs(0.95, 0.02, 0.05, 0.3, n=3), D4_SETTINGS)
+    few.pop("D4.late_loss_fall")
     assert all(_verdict(claim, m) is None for claim, m in few.items())
 
 
@@ -319,6 +327,8 @@ def test_d5_claim_on_both_sides_of_its_threshold():
     assert _verdict("D5.sinks_preferred", measured) is True
     assert measured.note.startswith("20 runs: {'sink': 18, 'diagonal': 2}")
     assert "-1 to -1 per 1000 steps" in measured.note
+    control = found["D5.late_loss_fall"]
+    assert control.value == pytest.approx(100 * 0.02 / 0.9) and control.interval.n == 20
 
     found = d5.claims(_d5_tables(["sink"] * 2 + ["diagonal"] * 18), settings)
     measured = found["D5.sinks_preferred"]

@@ -15,7 +15,7 @@ from sinkscope.config import load_config
 from sinkscope.exhibits import u1, u2
 from sinkscope.exhibits.u1 import intervention
 from sinkscope.exhibits.u1 import model_config as u1_model_config
-from sinkscope.toys.analysis import late_change, late_slope, nop_mse_floor
+from sinkscope.toys.analysis import convergence, late_change, late_slope, nop_mse_floor
 from sinkscope.toys.model import ToyConfig, build
 from sinkscope.toys.tasks import BroadcastTask, NopTask, SwitchTask
 from sinkscope.toys.train import Seeds, TrainConfig, fit, train
@@ -261,6 +261,23 @@ def test_late_change_calls_a_flat_end_converged():
     loss = np.where(step < 800, 1.0 - 0.001 * step, 0.2 - 0.00001 * (step - 800))
     curve = pd.DataFrame({"step": step, "eval_loss": loss})
     assert late_change(curve).endswith("of the end loss: converged)")  # 1 % fall over 200 steps
+
+
+def test_convergence_control_over_runs():
+    step = np.arange(0, 1001, 100)
+    falling = np.where(step < 800, 1.0, 1.0 - 0.002 * (step - 800))  # 66.7 % fall: not converged
+    flat = np.where(step < 800, 1.0 - 0.001 * step, 0.2 - 0.00001 * (step - 800))  # 1 %
+    curves = pd.concat(
+        pd.DataFrame({"step": step, "eval_loss": loss, "seed": seed})
+        for seed, loss in enumerate([falling, flat])
+    )
+    value, note, interval = convergence(curves, ["seed"])
+    falls = [100 * 0.4 / 0.6, 100 * 0.002 / 0.198]
+    assert value == pytest.approx(np.mean(falls))
+    assert note.endswith("per run: 66.7, 1.0")
+    assert interval.basis == "seeds" and interval.n == 2 and interval.high > 5
+    value, _, interval = convergence(curves[curves.seed == 1], ["seed"])
+    assert interval.basis == "exact" and interval.low == interval.high == pytest.approx(falls[1])
 
 
 def _nop_task(v: torch.Tensor, gamma: float = 0.0) -> NopTask:

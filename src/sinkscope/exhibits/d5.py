@@ -19,7 +19,7 @@ import torch
 
 from .. import metrics, plotting
 from ..stats import Interval, share
-from ..toys.analysis import CONVERGED_FALL, late_fall, late_slope, switch_stats
+from ..toys.analysis import CONVERGED_FALL, convergence, late_fall, late_slope, switch_stats
 from ..toys.model import ToyConfig
 from ..toys.tasks import SwitchTask
 from ..toys.train import Seeds, TrainConfig, fit
@@ -76,6 +76,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
     converged = sum(late_fall(c) <= CONVERGED_FALL for _, c in tables["curves"].groupby(keys))
     ends = tables["curves"].sort_values("step").groupby(keys).eval_loss.last()
     interval = share(sinks, n, "runs")
+    fall, fall_note, fall_interval = convergence(tables["curves"], keys)
     return {
         "D5.sinks_preferred": Measured(
             100 * sinks / n if n else float("nan"),
@@ -90,7 +91,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
             f"1000 steps; converged (fitted fall over that window at most "
             f"{CONVERGED_FALL:.0%} of the end loss) in {converged} of {n} runs",
             Interval(100 * interval.low, 100 * interval.high, interval.n, interval.basis),
-        )
+        ),
+        "D5.late_loss_fall": Measured(fall, MODEL, fall_note, fall_interval),
     }
 
 

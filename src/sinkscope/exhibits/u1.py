@@ -31,7 +31,7 @@ import torch
 
 from .. import metrics, plotting
 from ..stats import bootstrap, exact
-from ..toys.analysis import late_change, nop_mse_floor
+from ..toys.analysis import convergence, late_change, nop_mse_floor
 from ..toys.model import ToyConfig, ToyTransformer
 from ..toys.tasks import NopTask
 from ..toys.train import Seeds, TrainConfig, fit
@@ -343,6 +343,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
         )
 
     model = _model(settings["recipe"])
+    fall, fall_note, fall_interval = convergence(curve, ["gamma", "p"])  # the main run
 
     def mean_of(values, note: str) -> Measured:
         return Measured(float(np.mean(values)), model, note, bootstrap(np.mean, values, unit=unit))
@@ -370,6 +371,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
             float(main["spectral_peak"]), model, spectrum, exact(main["spectral_peak"])
         ),
         **{cid: mean_of(mse[name], notes[name]) for cid, name in CLAIMED.items()},
+        "U1.late_loss_fall": Measured(fall, model, fall_note, fall_interval),
     }
 
 

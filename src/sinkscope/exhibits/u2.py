@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 
 from .. import metrics, plotting
 from ..stats import over_seeds
-from ..toys.analysis import late_change, late_fall
+from ..toys.analysis import convergence, late_change
 from ..toys.model import ToyConfig, ToyTransformer
 from ..toys.tasks import BroadcastTask
 from ..toys.train import Seeds, TrainConfig, fit
@@ -156,15 +155,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
         if cid == "U2.mse":
             note += f"; eval MSE over the last fifth of training: {training}"
         measured[cid] = Measured(float(values.mean()), model, note, over_seeds(values))
-    curves = tables["curves"].groupby("seed")
-    falls = np.array([100 * late_fall(curve) for _, curve in curves])
-    measured["U2.late_loss_fall"] = Measured(
-        float(falls.mean()),
-        model,
-        "fitted fall of the eval MSE over the last fifth of training, % of the end loss, per "
-        f"seed: {', '.join(f'{v:.1f}' for v in falls)}",
-        over_seeds(falls),
-    )
+    fall, note, interval = convergence(tables["curves"], ["seed"])
+    measured["U2.late_loss_fall"] = Measured(fall, model, note, interval)
     return measured
 
 

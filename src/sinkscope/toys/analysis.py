@@ -10,6 +10,7 @@ import torch
 from scipy import stats
 
 from .. import metrics
+from ..stats import Interval, exact, over_seeds
 from .model import ToyTransformer
 from .tasks import NopTask, SwitchTask
 
@@ -37,6 +38,19 @@ def late_fall(curve: pd.DataFrame) -> float:
     loss at its end (nan with one logged step); converged when at most `CONVERGED_FALL`."""
     first, _, end, slope = late_slope(curve)
     return -slope * (curve.step.max() - first) / 1000 / end
+
+
+def convergence(curves: pd.DataFrame, keys: list[str]) -> tuple[float, str, Interval]:
+    """The convergence control of a toy's claims: the `late_fall` of each run (its curve's rows
+    share `keys`) in % of the end loss; their mean, a note listing them, and the t-interval over
+    the runs (exact for one run)."""
+    falls = np.array([100 * late_fall(curve) for _, curve in curves.groupby(keys)])
+    interval = exact(falls[0]) if len(falls) == 1 else over_seeds(falls)
+    note = (
+        "fitted fall of the eval MSE over the last fifth of training, % of the end loss, per "
+        "run: " + ", ".join(f"{v:.1f}" for v in falls)
+    )
+    return float(falls.mean()), note, interval
 
 
 def late_change(curve: pd.DataFrame) -> str:
