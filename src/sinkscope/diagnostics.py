@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from . import metrics, plotting
+from . import metrics
 from .stats import Interval, bootstrap
 
 BANDS = ("early", "middle", "deep")
@@ -250,6 +250,8 @@ def models_in(table: pd.DataFrame) -> list[str]:
 
 def layer_head_maps(table: pd.DataFrame, value: str, label: str, vmax: float):
     """Per model, a map of `value` over layers and heads (colour scale 0 to `vmax`)."""
+    from . import plotting
+
     models = models_in(table)
     fig, axes = plotting.panels(len(models))
     for ax, model in zip(axes, models, strict=True):
@@ -265,6 +267,8 @@ def layer_head_maps(table: pd.DataFrame, value: str, label: str, vmax: float):
 def regime_panels(found: pd.DataFrame, models: list[str]):
     """Per model, its sink events by value-norm ratio (log) and stable rank, coloured by layer,
     with the NOP and Broadcast thresholds."""
+    from . import plotting
+
     fig, axes = plotting.panels(len(models))
     for ax, model in zip(axes, models, strict=True):
         part = found[found.model == model]

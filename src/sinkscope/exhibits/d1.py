@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
-from .. import plotting
 from ..stats import undecided
 from . import Measured, read_tables, stack
 
@@ -46,6 +45,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, the cosine distribution per layer above the share with cos <= 0."""
+    from .. import plotting
+
     table, histogram = tables["table"], tables["histogram"]
     models = dx.models_in(table)
     fig, panels = plotting.panels(len(models), height=3.0, rows_per_panel=2)

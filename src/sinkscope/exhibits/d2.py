@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import metrics, plotting
+from .. import metrics
 from ..stats import bootstrap
 from . import Measured
 
@@ -181,6 +181,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     """Left: simulated (markers, mean over instances) and predicted (lines) similarity against
     density, per W_VO. Right: similarity through the stacked steps of uniform attention."""
+    from .. import plotting
+
     table, layers = tables["similarity"], tables["layers"]
     fig, (ax, ax_deep) = plotting.figure(ncols=2, width=5.2, height=4.0)
     means = table.groupby(["w_vo", "density"], as_index=False)[["simulated", "theory"]].mean()

@@ -12,7 +12,6 @@ import pandas as pd
 from scipy.stats import rankdata
 
 from .. import diagnostics as dx
-from .. import plotting
 from ..stats import bootstrap
 from . import Measured, read_tables, stack
 
@@ -78,6 +77,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, entropy vs similarity change per head (means over inputs) above the
     intervention's similarity per layer (means over inputs)."""
+    from .. import plotting
+
     table, intervention = tables["table"], tables["intervention"]
     models = dx.models_in(table)
     fig, panels = plotting.panels(len(models), height=3.0, rows_per_panel=2)

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from .. import metrics, plotting
+from .. import metrics
 from ..stats import Interval, share
 from ..toys.analysis import convergence, late_change, switch_stats
 from ..toys.model import ToyConfig
@@ -129,6 +129,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     """Per seed: attention of off queries (BOS vs self), BOS value-norm ratio, cancellation."""
+    from .. import plotting
+
     s = tables["seeds"]
     fig, axes = plotting.panels(4, width=3.2, height=3.2)
     width = 0.38

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import metrics, plotting
+from .. import metrics
 from ..stats import Interval, share
 from ..toys.analysis import CONVERGED_FALL, convergence, late_fall, late_slope, switch_stats
 from ..toys.model import ToyConfig
@@ -98,6 +98,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     """Share of runs per pattern by setting; BOS vs self mass of every run; training curves."""
+    from .. import plotting
+
     runs = tables["runs"].copy()
     runs["setting"] = [
         f"T={t} d={w}\nwd={wd}"

@@ -69,7 +69,6 @@ import pandas as pd
 import torch
 from scipy.optimize import minimize, minimize_scalar
 
-from .. import plotting
 from ..stats import Interval, bootstrap, loglog_slope, undecided
 from . import Measured
 
@@ -481,6 +480,8 @@ def _loglog(ax, sub: pd.DataFrame, slope_table: pd.DataFrame) -> None:
     """Measured minima (markers) and closed forms (lines) per pattern and norm, with slopes."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
+    from .. import plotting
+
     fitted = slope_table.set_index(["pattern", "norm"])
     for (pattern, norm), g in sub.groupby(["pattern", "norm"]):
         if (g.measured <= 0).all():
@@ -503,6 +504,8 @@ def _loglog(ax, sub: pd.DataFrame, slope_table: pd.DataFrame) -> None:
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     """Minimal norms against T (log-log): the aligned setting's W_QK, then the one-hot setting's
     W_QK per distribution, W_VO, and W_QK + W_VO."""
+    from .. import plotting
+
     table, slope_table = tables["norms"], tables["slopes"]
     one_hot = table[table.setting == "one-hot"]
     total = (

@@ -12,7 +12,6 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from .. import plotting
 from ..stats import exact
 from . import Measured
 
@@ -89,6 +88,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Left: attention weight per key without and with the sink. Right: the output norms."""
+    from .. import plotting
+
     table = tables["sink_logit"]
     fig, (ax_w, ax_n) = plotting.figure(ncols=2, width=4.2, gridspec_kw={"width_ratios": [2, 1]})
     keys = ["sink", *(k for k in dict.fromkeys(table.key) if k != "sink")]

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
-from .. import plotting
 from ..stats import undecided
 from . import Measured, read_tables, stack
 
@@ -55,6 +54,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, the first token's attention share over layers and heads."""
+    from .. import plotting
+
     table = tables["table"]
     fig = dx.layer_head_maps(table, "first_share", "attention share on the first token", vmax=1)
     names = ", ".join(dx.models_in(table))

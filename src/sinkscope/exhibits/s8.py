@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import metrics, plotting
+from .. import metrics
 from ..stats import bootstrap, undecided
 from ..vision.tables import labelled
 from . import Measured
@@ -207,6 +206,10 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Top: norm histograms per pair (patch tokens, without vs with registers) and outlier
     shares, at most three panels a row. Bottom: one row per image of the first pair's first
     seed: the image and its CLS attention maps without and with registers."""
+    import matplotlib.pyplot as plt
+
+    from .. import plotting
+
     table, hist, maps = tables["shares"], tables["histogram"], tables["maps"]
     plotting.use_style()
     pairs = list(dict.fromkeys(table.pair))

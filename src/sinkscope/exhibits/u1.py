@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import metrics, plotting
+from .. import metrics
 from ..stats import bootstrap, exact
 from ..toys.analysis import convergence, late_change, nop_mse_floor
 from ..toys.model import ToyConfig, ToyTransformer
@@ -378,6 +378,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     """Attention map of one sample, projected value norm by position, QK spectrum, training
     curves."""
+    from .. import plotting
+
     fig, axes = plotting.panels(4, width=3.6, height=3.2)
     att = tables["attention"].pivot(index="query", columns="key", values="weight")
     im = axes[0].imshow(att.values, cmap="viridis", vmin=0, vmax=1)

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from .. import metrics, plotting
+from .. import metrics
 from ..stats import over_seeds
 from ..toys.analysis import convergence, late_change
 from ..toys.model import ToyConfig, ToyTransformer
@@ -162,6 +162,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     """Per layer over seeds: max inflow, value-norm ratio, stable rank; training curves."""
+    from .. import plotting
+
     layers = tables["layers"]
     fig, axes = plotting.panels(4, width=3.3, height=3.2)
     views = [

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
-from .. import plotting
 from . import Measured, read_tables, stack
 
 SHARES = {
@@ -84,6 +83,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, the sink events per input of each layer, stacked by location."""
+    from .. import plotting
+
     table = tables["table"]
     models = dx.models_in(table)
     fig, axes = plotting.panels(len(models))

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
-from .. import plotting
 from ..stats import undecided
 from . import Measured, read_tables, stack
 
@@ -82,6 +81,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, the % of inputs with a sink event over layers and heads."""
+    from .. import plotting
+
     table = tables["table"]
     fig = dx.layer_head_maps(table, "pct_relaxed", "% of inputs with a sink event", vmax=100)
     names = ", ".join(dx.models_in(table))

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
-from .. import plotting
 from . import Measured, read_tables, stack
 
 NOP, BROADCAST = dx.CLASSES.index("NOP"), dx.CLASSES.index("Broadcast")
@@ -87,6 +86,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, its sink events by value-norm ratio and stable rank, coloured by layer."""
+    from .. import plotting
+
     models = dx.models_in(tables["counts"])
     fig = dx.regime_panels(tables["table"], models)
     text = "dual regimes of sink events"

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
-from .. import plotting
 from . import Measured, read_tables, stack
 
 NOP = dx.CLASSES.index("NOP")
@@ -56,6 +55,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, its register sink events by value-norm ratio and stable rank."""
+    from .. import plotting
+
     models = dx.models_in(tables["counts"])
     fig = dx.regime_panels(tables["table"], models)
     text = "sinks on registers"

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from .. import diagnostics as dx
-from .. import plotting
 from . import Measured, read_tables, stack
 
 SIGNATURES = {
@@ -93,6 +91,10 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per signature, its distribution over sink heads and other heads of every model."""
+    import seaborn as sns
+
+    from .. import plotting
+
     table = tables["table"]
     data = table.assign(kind=np.where(table.sink_head, "sink heads", "other heads"))
     fig, axes = plotting.figure(ncols=len(SIGNATURES), width=4.2, height=3.4)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import plotting
 from ..stats import Interval, difference_over_seeds
 from ..vision.tables import labelled
 from . import Measured
@@ -162,6 +161,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Probe results per variant (mean +- std over seeds) and the training logs, at most three
     panels a row."""
+    from .. import plotting
+
     table, curves = tables["table"], tables["curves"]
     probes = list(table.groupby(["task", "dataset"], sort=False).groups)
     fig, axes = plotting.panels(len(probes) + 2, width=3.6, height=3.2)

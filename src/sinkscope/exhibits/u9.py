@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
-from .. import plotting
 from ..stats import Interval, bootstrap, difference_over_seeds, over_seeds, undecided
 from . import Measured, read_tables
 
@@ -202,6 +201,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Events per image by variant, one panel per class, stacked by location."""
+    from .. import plotting
+
     table = tables["table"]
     fig, axes = plotting.figure(ncols=len(CLASSES), width=3.8, height=3.4)
     for ax, cls in zip(axes, CLASSES, strict=True):
