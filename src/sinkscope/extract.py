@@ -80,7 +80,7 @@ class Extractor:
         """Per (sample, head) statistics of one layer; mixed = A V (B, H, T, d_head)."""
         batch, heads, length, _ = probs.shape
         mass = metrics.column_mass(probs, visible)
-        sink = metrics.dominant_key(probs, visible)
+        sink = metrics.dominant_key(probs, visible, mass)
         events = metrics.sink_events(probs, visible, sink)
         w_out = layer.w_out.to(values.device)
         sigma = metrics.update_singular_values(mixed, layer.root.to(values.device))

@@ -37,15 +37,19 @@ def column_mass(attn: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
     return attn.sum(-2) / visible.sum(-2).clamp_min(1)
 
 
-def dominant_key(attn: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+def dominant_key(
+    attn: torch.Tensor, visible: torch.Tensor, mass: torch.Tensor | None = None
+) -> torch.Tensor:
     """Index of the key with the largest column mass among the keys that at least
     `SINK_MIN_SEEN` of the queries can see: (...). Every key of bidirectional attention; the
     first half of a causal window, whose last keys are seen by a few queries only (the last key's
-    column mass is one query's weight on itself, not a share of the head's attention)."""
+    column mass is one query's weight on itself, not a share of the head's attention). `mass`:
+    the column mass when the caller has it already."""
     seen = visible.sum(-2)  # queries that see each key
     queries = visible.any(-1).sum(-1, keepdim=True)  # queries that see any key
     candidate = seen >= SINK_MIN_SEEN * queries
-    return column_mass(attn, visible).masked_fill(~candidate, -1.0).argmax(-1)
+    mass = column_mass(attn, visible) if mass is None else mass
+    return mass.masked_fill(~candidate, -1.0).argmax(-1)
 
 
 def sink_weights(attn: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:

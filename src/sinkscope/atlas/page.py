@@ -47,6 +47,11 @@ class ModelAtlas:
     image: np.ndarray | None = None  # the example image (H, W, 3 uint8) of an image model
     layout: ImageTokens | None = None  # where an image model's tokens come from
 
+    @property
+    def map_size(self) -> int:
+        """The side of the example's attention maps (0 without maps)."""
+        return int(self.maps["size"].max()) if len(self.maps) else 0
+
 
 def _grid(table: pd.DataFrame, column: str) -> np.ndarray:
     values = table.pivot(index="layer", columns="head", values=column).to_numpy(dtype=float)
@@ -156,7 +161,7 @@ def _model_data(index: int, atlas: ModelAtlas) -> tuple[dict, list[dict]]:
     """The page data of one model and its figures (`{div, figure, grid}`)."""
     heads = atlas.heads.sort_values(["layer", "head"], ignore_index=True)
     n_layers, n_heads = int(heads.layer.max()) + 1, int(heads["head"].max()) + 1
-    size = int(atlas.maps["size"].max()) if len(atlas.maps) else 0
+    size = atlas.map_size
     offsets = np.full(n_layers * n_heads, -1, dtype=np.int64)
     blocks = []
     for row in atlas.maps.itertuples():
@@ -241,7 +246,7 @@ def _plain(value):
 def _section(index: int, atlas: ModelAtlas, figures: list[dict]) -> str:
     grids = "".join(f'<div id="{f["div"]}" class="grid-cell"></div>' for f in figures if f["grid"])
     layers = "".join(f'<div id="{f["div"]}"></div>' for f in figures if not f["grid"])
-    size = int(atlas.maps["size"].max()) if len(atlas.maps) else 0
+    size = atlas.map_size
     image = ""
     if atlas.image is not None:
         image = f"""
