@@ -10,12 +10,12 @@ import pytest
 import torch
 from scipy import stats
 
-from sinkscope import metrics
+from sinkscope import metrics, training
 from sinkscope.config import load_config
 from sinkscope.exhibits import u1, u2
 from sinkscope.exhibits.u1 import intervention
 from sinkscope.exhibits.u1 import model_config as u1_model_config
-from sinkscope.toys.analysis import convergence, late_change, late_slope, nop_mse_floor
+from sinkscope.toys.analysis import convergence, late_change, late_slope, nop_mse_floor, solved
 from sinkscope.toys.model import ToyConfig, build
 from sinkscope.toys.tasks import BroadcastTask, NopTask, SwitchTask
 from sinkscope.toys.train import Seeds, TrainConfig, fit, train
@@ -163,6 +163,8 @@ def test_fit_leaves_no_checkpoint(tmp_path):
         desc="t",
     )
     assert list(curve.step) == [1, 2, 3] and not list(tmp_path.iterdir())
+    native = training.native_bfloat16("cpu")  # the default precision: bfloat16 where native
+    assert set(curve.precision) == {"bfloat16" if native else "float32"}
 
 
 def test_interventions_on_the_sink():
@@ -268,16 +270,26 @@ def test_convergence_control_over_runs():
     falling = np.where(step < 800, 1.0, 1.0 - 0.002 * (step - 800))  # 66.7 % fall: not converged
     flat = np.where(step < 800, 1.0 - 0.001 * step, 0.2 - 0.00001 * (step - 800))  # 1 %
     curves = pd.concat(
-        pd.DataFrame({"step": step, "eval_loss": loss, "seed": seed})
+        pd.DataFrame({"step": step, "eval_loss": loss, "seed": seed, "precision": "float32"})
         for seed, loss in enumerate([falling, flat])
     )
     value, note, interval = convergence(curves, ["seed"])
     falls = [100 * 0.4 / 0.6, 100 * 0.002 / 0.198]
     assert value == pytest.approx(np.mean(falls))
-    assert note.endswith("per run: 66.7, 1.0")
+    assert note.endswith("per run: 66.7, 1.0; training steps in float32")
     assert interval.basis == "seeds" and interval.n == 2 and interval.high > 5
     value, _, interval = convergence(curves[curves.seed == 1], ["seed"])
     assert interval.basis == "exact" and interval.low == interval.high == pytest.approx(falls[1])
+
+
+def test_solved_control_over_runs():
+    runs = pd.DataFrame({"mse": [0.0005, 0.003], "null_mse": [0.1, 0.2]})  # 0.5 % and 1.5 %
+    value, note, interval = solved(runs)
+    assert value == pytest.approx(1.0)
+    assert note.endswith("per run: 0.50, 1.50; at most 1% in 1 of 2 runs")
+    assert interval.basis == "seeds" and interval.n == 2 and interval.high > 1
+    value, _, interval = solved(runs.iloc[:1])
+    assert interval.basis == "exact" and interval.low == interval.high == pytest.approx(0.5)
 
 
 def _nop_task(v: torch.Tensor, gamma: float = 0.0) -> NopTask:

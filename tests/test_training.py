@@ -119,3 +119,16 @@ def test_checkpoint_with_arbitrary_objects_is_refused(tmp_path):
     torch.save({"step": 2, "payload": Payload()}, path)
     with pytest.raises(pickle.UnpicklingError):
         _fit(path)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bfloat16_autocast_only_where_the_cpu_computes_it_natively(monkeypatch, native):
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: native)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    assert training.native_bfloat16("cpu") is native
+    with training.autocast("cpu", "bfloat16"):
+        assert torch.is_autocast_enabled("cpu") is native
+        product = torch.ones(2, 2) @ torch.ones(2, 2)
+    assert product.dtype == (torch.bfloat16 if native else torch.float32)
+    with training.autocast("cpu", "float32"):
+        assert not torch.is_autocast_enabled("cpu")

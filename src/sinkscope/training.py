@@ -6,7 +6,8 @@ steps the loop writes, atomically, the parameters, the optimiser and schedule st
 states of the run's random generators, the step and the log; a resumed run continues exactly
 where an interrupted one stopped (bit-identical on the CPU). Checkpoints hold tensors and plain
 containers of numbers and strings only and are read with `weights_only=True`; the checkpoint of
-a finished run is removed. `autocast` gives a step bfloat16 mixed precision on CUDA.
+a finished run is removed. `autocast` gives a step bfloat16 mixed precision where the device
+computes bfloat16 natively.
 """
 
 from __future__ import annotations
@@ -56,10 +57,24 @@ def checkpoint_file(directory: str | Path, name: str, *parts: Any, code: Iterabl
     return Path(directory) / f"{name.replace(' ', '_')}-{run_key(name, *parts, code=code)}.pt"
 
 
+def native_bfloat16(device: str | torch.device) -> bool:
+    """Whether `device` multiplies bfloat16 matrices natively: CUDA, or a CPU with AMX or
+    AVX512-BF16 units (elsewhere a CPU emulates bfloat16, slower than float32)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return True
+    cpu = torch.cpu
+    return device.type == "cpu" and (
+        cpu._is_amx_tile_supported() or cpu._is_avx512_bf16_supported()
+    )
+
+
 def autocast(device: str | torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """bfloat16 autocast on CUDA when `precision` is "bfloat16"; otherwise nothing changes."""
-    enabled = precision == "bfloat16" and torch.device(device).type == "cuda"
-    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=enabled)
+    """bfloat16 autocast when `precision` is "bfloat16" and `device` computes bfloat16 natively
+    (`native_bfloat16`); otherwise nothing changes."""
+    device = torch.device(device)
+    enabled = precision == "bfloat16" and native_bfloat16(device)
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
 
 
 def _generator_state(generator: RandomGenerator) -> torch.Tensor | dict:

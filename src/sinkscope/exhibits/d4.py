@@ -27,7 +27,7 @@ import torch
 
 from .. import metrics
 from ..stats import Interval, share
-from ..toys.analysis import convergence, late_change, switch_stats
+from ..toys.analysis import late_change, solved, switch_stats
 from ..toys.model import ToyConfig
 from ..toys.tasks import SwitchTask
 from ..toys.train import Seeds, TrainConfig, fit
@@ -119,11 +119,11 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
     model = _model(settings["recipe"])
     sink_value, sink_interval = _percent_of_runs(int(s.is_sink.sum()), n)
     cancel_value, cancel_interval = _percent_of_runs(int(s.is_cancellation.sum()), n)
-    fall, fall_note, fall_interval = convergence(tables["curves"], ["seed"])
+    residual, residual_note, residual_interval = solved(s)
     return {
         "D4.hard_switch_is_sink": Measured(sink_value, model, note, sink_interval),
         "D4.switch_by_cancellation": Measured(cancel_value, model, note, cancel_interval),
-        "D4.late_loss_fall": Measured(fall, model, fall_note, fall_interval),
+        "D4.residual_loss": Measured(residual, model, residual_note, residual_interval),
     }
 
 

@@ -19,7 +19,7 @@ import torch
 
 from .. import metrics
 from ..stats import Interval, share
-from ..toys.analysis import CONVERGED_FALL, convergence, late_fall, late_slope, switch_stats
+from ..toys.analysis import late_slope, solved, switch_stats
 from ..toys.model import ToyConfig
 from ..toys.tasks import SwitchTask
 from ..toys.train import Seeds, TrainConfig, fit
@@ -73,10 +73,9 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
     low_ratio = int((runs.value_ratio <= metrics.NOP_MAX_RATIO).sum())
     keys = ["T", "width", "weight_decay", "seed"]
     slopes = np.array([late_slope(c)[3] for _, c in tables["curves"].groupby(keys)])
-    converged = sum(late_fall(c) <= CONVERGED_FALL for _, c in tables["curves"].groupby(keys))
     ends = tables["curves"].sort_values("step").groupby(keys).eval_loss.last()
     interval = share(sinks, n, "runs")
-    fall, fall_note, fall_interval = convergence(tables["curves"], keys)
+    residual, residual_note, residual_interval = solved(runs)
     return {
         "D5.sinks_preferred": Measured(
             100 * sinks / n if n else float("nan"),
@@ -88,11 +87,10 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
             f"{metrics.NOP_MAX_RATIO} in {low_ratio} of {n} runs; final eval MSE "
             f"{ends.min():.4g}-{ends.max():.4g}; least-squares slope of the eval MSE over the "
             f"last fifth of training {np.nanmin(slopes):+.2g} to {np.nanmax(slopes):+.2g} per "
-            f"1000 steps; converged (fitted fall over that window at most "
-            f"{CONVERGED_FALL:.0%} of the end loss) in {converged} of {n} runs",
+            f"1000 steps",
             Interval(100 * interval.low, 100 * interval.high, interval.n, interval.basis),
         ),
-        "D5.late_loss_fall": Measured(fall, MODEL, fall_note, fall_interval),
+        "D5.residual_loss": Measured(residual, MODEL, residual_note, residual_interval),
     }
 
 

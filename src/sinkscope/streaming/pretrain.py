@@ -118,8 +118,9 @@ def train(
     """Train one variant: AdamW, linear warm-up then cosine decay; returns the model and losses.
 
     With a `checkpoints` folder (e.g. `checkpoint_dir` of the output) an interrupted run resumes
-    from its last checkpoint there; without one nothing is saved. On CUDA the steps run in
-    bfloat16 mixed precision (`training.autocast`); the batches are drawn on the CPU either way.
+    from its last checkpoint there; without one nothing is saved. The steps run in bfloat16
+    mixed precision where the device computes it natively (`training.autocast`: CUDA, CPUs with
+    AMX or AVX512-BF16), else in float32; the batches are drawn on the CPU either way.
     """
     model = build_model(variant, arch, seeds["init"]).to(device)
     model.train()

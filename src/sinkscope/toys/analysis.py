@@ -1,6 +1,8 @@
 """Measurements on trained toys shared by their exhibits: where the off queries of a switch
-model attend (D4, D5), how much the evaluation loss still moved late in training (U1, U2, D4,
-D5), and the least MSE a pre-LayerNorm head can reach on a draw of the NOP task (U1)."""
+model attend (D4, D5), whether training converged (U1, U2: the evaluation loss no longer falls
+late in training; D4, D5, whose tasks a head solves exactly: the loss left is a negligible share
+of the task's), and the least MSE a pre-LayerNorm head can reach on a draw of the NOP task
+(U1)."""
 
 from __future__ import annotations
 
@@ -42,15 +44,38 @@ def late_fall(curve: pd.DataFrame) -> float:
 
 def convergence(curves: pd.DataFrame, keys: list[str]) -> tuple[float, str, Interval]:
     """The convergence control of a toy's claims: the `late_fall` of each run (its curve's rows
-    share `keys`) in % of the end loss; their mean, a note listing them, and the t-interval over
-    the runs (exact for one run)."""
+    share `keys`) in % of the end loss; their mean, a note listing them and the precision of the
+    training steps, and the t-interval over the runs (exact for one run)."""
     falls = np.array([100 * late_fall(curve) for _, curve in curves.groupby(keys)])
     interval = exact(falls[0]) if len(falls) == 1 else over_seeds(falls)
     note = (
         "fitted fall of the eval MSE over the last fifth of training, % of the end loss, per "
-        "run: " + ", ".join(f"{v:.1f}" for v in falls)
+        "run: "
+        + ", ".join(f"{v:.1f}" for v in falls)
+        + f"; training steps in {' and '.join(sorted(curves.precision.unique()))}"
     )
     return float(falls.mean()), note, interval
+
+
+# solved: the final evaluation MSE is at most this share of the MSE of a head that adds nothing
+SOLVED_RESIDUAL = 0.01
+
+
+def solved(runs: pd.DataFrame) -> tuple[float, str, Interval]:
+    """The convergence control of a task a head can solve exactly (D4, D5): per run (a row of
+    `switch_stats`), the final evaluation MSE in % of the null MSE (output = input: what a head
+    that adds nothing leaves); their mean, a note listing them, and the t-interval over the
+    runs. A loss that decays towards an exact zero keeps falling in relative terms however long
+    it trains, so the share of the task left unsolved, not the late fall, says it has converged."""
+    residual = (100 * runs.mse / runs.null_mse).to_numpy()
+    interval = exact(residual[0]) if len(residual) == 1 else over_seeds(residual)
+    within = int((residual <= 100 * SOLVED_RESIDUAL).sum())
+    note = (
+        "final eval MSE, % of the MSE of a head that adds nothing, per run: "
+        + ", ".join(f"{v:.2f}" for v in residual)
+        + f"; at most {SOLVED_RESIDUAL:.0%} in {within} of {len(residual)} runs"
+    )
+    return float(residual.mean()), note, interval
 
 
 def late_change(curve: pd.DataFrame) -> str:
@@ -90,6 +115,7 @@ def switch_stats(model: ToyTransformer, task: SwitchTask, eval_seed: int, n_eval
     self_mass_off = self_mass[off].mean().item()
     stats = {
         "mse": torch.nn.functional.mse_loss(out.cpu(), y).item(),
+        "null_mse": torch.nn.functional.mse_loss(x, y).item(),  # a head that adds nothing
         "bos_mass_off": bos_mass_off,
         "bos_mass_on": q_attn[..., 0][~off].mean().item(),
         "self_mass_off": self_mass_off,

@@ -5,8 +5,10 @@ Three separate seeds: `init` (the model's parameters), `data` (the training batc
 (none with 0, as in the reference recipes of the toys) and then stays constant (`clip` None,
 the default, leaves the gradient unclipped), so a run of N steps is the prefix of a run of
 M > N steps; a resumed run continues exactly where an interrupted one stopped (the checkpoint
-holds the data generator's state). On CUDA the training step runs under bfloat16 autocast
-(`precision`); the evaluation loss and the CPU stay in float32.
+holds the data generator's state). With `precision` bfloat16 the training step runs under
+bfloat16 autocast where the device computes bfloat16 natively (CUDA; CPUs with AMX or
+AVX512-BF16: `training.native_bfloat16`), in float32 elsewhere; the evaluation loss is float32.
+The curve records the precision the steps ran in.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class TrainConfig:
     eval_batch: int = 512
     log_every: int = 10
     checkpoint_every: int = 200
-    precision: str = "bfloat16"  # bfloat16 | float32: autocast of the training step on CUDA
+    precision: str = "bfloat16"  # bfloat16 | float32: autocast of the training step (see above)
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,9 @@ def train(
 ) -> tuple[ToyTransformer, pd.DataFrame]:
     """Train (or resume from `checkpoint`) up to `tcfg.steps`; return the model and loss curve.
 
-    The curve has one row per `log_every` steps (mean training loss since the last row) and
-    the evaluation loss on the fixed evaluation batch at the same steps.
+    The curve has one row per `log_every` steps (mean training loss since the last row), the
+    evaluation loss on the fixed evaluation batch at the same steps and the precision of the
+    training steps.
     """
     model = build(cfg, seeds.init).to(device)
     opt = torch.optim.AdamW(
@@ -105,7 +108,9 @@ def train(
         desc=desc,
     )
     model.eval()
-    return model, pd.DataFrame(rows, columns=["step", "train_loss", "eval_loss"])
+    curve = pd.DataFrame(rows, columns=["step", "train_loss", "eval_loss"])
+    bfloat16 = tcfg.precision == "bfloat16" and training.native_bfloat16(device)
+    return model, curve.assign(precision="bfloat16" if bfloat16 else "float32")
 
 
 def fit(

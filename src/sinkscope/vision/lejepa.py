@@ -62,7 +62,7 @@ class TrainConfig:
     eval_images: int
     clip: float = 1.0
     workers: int = 0
-    precision: str = "float32"  # bfloat16: autocast of the forward passes on CUDA
+    precision: str = "float32"  # bfloat16: autocast of the forward passes where native
     grad_checkpointing: bool = False  # recompute block activations in the backward pass
 
 
