@@ -287,7 +287,7 @@ def test_solved_control_over_runs():
     value, note, interval = solved(runs)
     assert value == pytest.approx(1.0)
     assert note.endswith("per run: 0.50, 1.50; at most 1% in 1 of 2 runs")
-    assert interval.basis == "seeds" and interval.n == 2 and interval.high > 1
+    assert interval.basis == "runs" and interval.n == 2 and interval.high > 1
     value, _, interval = solved(runs.iloc[:1])
     assert interval.basis == "exact" and interval.low == interval.high == pytest.approx(0.5)
 

@@ -6,6 +6,8 @@ of the task's), and the least MSE a pre-LayerNorm head can reach on a draw of th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import torch
@@ -65,10 +67,14 @@ def solved(runs: pd.DataFrame) -> tuple[float, str, Interval]:
     """The convergence control of a task a head can solve exactly (D4, D5): per run (a row of
     `switch_stats`), the final evaluation MSE in % of the null MSE (output = input: what a head
     that adds nothing leaves); their mean, a note listing them, and the t-interval over the
-    runs. A loss that decays towards an exact zero keeps falling in relative terms however long
-    it trains, so the share of the task left unsolved, not the late fall, says it has converged."""
+    runs (seeds, and D5's settings, taken as replicates). A loss that decays towards an exact
+    zero keeps falling in relative terms however long it trains, so the share of the task left
+    unsolved, not the late fall, says it has converged."""
     residual = (100 * runs.mse / runs.null_mse).to_numpy()
-    interval = exact(residual[0]) if len(residual) == 1 else over_seeds(residual)
+    if len(residual) == 1:
+        interval = exact(residual[0])
+    else:
+        interval = replace(over_seeds(residual), basis="runs")
     within = int((residual <= 100 * SOLVED_RESIDUAL).sum())
     note = (
         "final eval MSE, % of the MSE of a head that adds nothing, per run: "
