@@ -5,8 +5,9 @@
 Runs each toy's training loop (`sinkscope.toys.train.train`: the recipe's model, task, batch,
 optimiser and logging) for a few steps on the CPU with one torch thread, and prints the steps per
 CPU-second of this process (after a 3-step warm-up; CPU time, so other work on the machine does
-not count), the runs and steps the configuration asks for, and the CPU-minutes that makes (D5:
-its largest setting, an upper bound).
+not count) in the precision the steps ran in (bfloat16 where the CPU computes it natively and
+the recipe asks for it), the runs and steps the configuration asks for, and the CPU-minutes
+that makes (D5: its largest setting, an upper bound).
 """
 
 from __future__ import annotations
@@ -56,17 +57,18 @@ def toys(config: dict):
 def main(extra: list[str], steps: int = 30) -> None:
     torch.set_num_threads(1)
     config = load_config([REPO / "config" / "config.yaml", *extra])
-    print(f"{'toy':<4} {'steps/s':>8} {'runs':>5} {'steps':>7} {'CPU-min':>8}")
+    print(f"{'toy':<4} {'precision':>9} {'steps/s':>8} {'runs':>5} {'steps':>7} {'CPU-min':>8}")
     for name, cfg, task, recipe, runs in toys(config):
         tcfg = TrainConfig(**{**recipe["train"], "steps": steps, "checkpoint_every": 10**9})
         with tempfile.TemporaryDirectory() as tmp:
             warm = TrainConfig(**{**recipe["train"], "steps": 3, "checkpoint_every": 10**9})
             train(cfg, task, warm, Seeds(0, 1, 2), Path(tmp) / "warm.pt", desc=name)
             start = time.process_time()
-            train(cfg, task, tcfg, Seeds(0, 1, 2), Path(tmp) / "run.pt", desc=name)
+            _, curve = train(cfg, task, tcfg, Seeds(0, 1, 2), Path(tmp) / "run.pt", desc=name)
             rate = steps / (time.process_time() - start)
-        total = recipe["train"]["steps"]
-        print(f"{name:<4} {rate:>8.1f} {runs:>5} {total:>7} {runs * total / rate / 60:>8.1f}")
+        total, precision = recipe["train"]["steps"], curve.precision.iloc[0]
+        minutes = runs * total / rate / 60
+        print(f"{name:<4} {precision:>9} {rate:>8.1f} {runs:>5} {total:>7} {minutes:>8.1f}")
 
 
 if __name__ == "__main__":

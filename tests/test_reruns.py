@@ -152,6 +152,8 @@ ALTERNATIVES = {  # keys with a set of allowed values: another one
     "streaming.text.tokenize": "bytes",
     "streaming.attention": "eager",
     "mitigation.train.precision": "bfloat16",
+    "toys.D4.train.precision": "bfloat16",
+    "toys.D5.train.precision": "bfloat16",
     "mitigation.probes.feature_dtype": "float16",
     "mitigation.s8.outlier.kind": "absolute",
     "mitigation.views.global_scale": [0.4, 1.0],  # ranges stay ordered
