@@ -69,11 +69,16 @@ def native_bfloat16(device: str | torch.device) -> bool:
     )
 
 
+def step_precision(device: str | torch.device, precision: str) -> str:
+    """The precision a step set to `precision` runs in on `device`: bfloat16 when asked for and
+    computed natively there (`native_bfloat16`), else float32."""
+    return "bfloat16" if precision == "bfloat16" and native_bfloat16(device) else "float32"
+
+
 def autocast(device: str | torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """bfloat16 autocast when `precision` is "bfloat16" and `device` computes bfloat16 natively
-    (`native_bfloat16`); otherwise nothing changes."""
+    """bfloat16 autocast where `step_precision` says bfloat16; otherwise nothing changes."""
     device = torch.device(device)
-    enabled = precision == "bfloat16" and native_bfloat16(device)
+    enabled = step_precision(device, precision) == "bfloat16"
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
 
 

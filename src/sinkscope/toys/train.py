@@ -109,8 +109,7 @@ def train(
     )
     model.eval()
     curve = pd.DataFrame(rows, columns=["step", "train_loss", "eval_loss"])
-    bfloat16 = tcfg.precision == "bfloat16" and training.native_bfloat16(device)
-    return model, curve.assign(precision="bfloat16" if bfloat16 else "float32")
+    return model, curve.assign(precision=training.step_precision(device, tcfg.precision))
 
 
 def fit(
