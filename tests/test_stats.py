@@ -20,6 +20,7 @@ def test_over_seeds_is_the_t_interval_of_the_mean():
     assert interval.low == pytest.approx(2 - half, rel=1e-5)
     assert interval.high == pytest.approx(2 + half, rel=1e-5)
     assert interval.describe().endswith("(95 %, 3 seeds)")
+    assert stats.over_seeds([1.0, 2.0, 3.0], "runs").describe().endswith("(95 %, 3 runs)")
 
 
 def test_one_seed_gives_no_interval():

@@ -55,16 +55,16 @@ def exact(value: float | bool, n: int = 1) -> Interval:
     return Interval(float(value), float(value), n, "exact")
 
 
-def over_seeds(values: Sequence[float]) -> Interval:
-    """The t-interval of the mean over independent seeds; one seed gives no interval
-    (-inf, inf), so no one-seed value decides a check."""
+def over_seeds(values: Sequence[float], basis: str = "seeds") -> Interval:
+    """The t-interval of the mean over independent seeds (or other replicate runs, named by
+    `basis`); one seed gives no interval (-inf, inf), so no one-seed value decides a check."""
     values = np.asarray(values, dtype=float)
     if len(values) < 2:
-        return undecided(len(values), "seeds")
+        return undecided(len(values), basis)
     if np.ptp(values) == 0:
-        return Interval(float(values[0]), float(values[0]), len(values), "seeds")
+        return Interval(float(values[0]), float(values[0]), len(values), basis)
     low, high = scipy_stats().ttest_1samp(values, 0.0).confidence_interval(LEVEL)
-    return Interval(float(low), float(high), len(values), "seeds")
+    return Interval(float(low), float(high), len(values), basis)
 
 
 def difference_over_seeds(a: Sequence[float], b: Sequence[float]) -> Interval:

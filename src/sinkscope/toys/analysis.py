@@ -6,8 +6,6 @@ of the task's), and the least MSE a pre-LayerNorm head can reach on a draw of th
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 import torch
@@ -32,6 +30,12 @@ def late_slope(curve: pd.DataFrame) -> tuple[float, float, float, float]:
     return float(window_steps[0]), float(window_loss[0]), float(window_loss[-1]), float(slope)
 
 
+def _over_runs(values: np.ndarray, basis: str) -> Interval:
+    """The interval of a control measured per run: exact for one run (the control of that
+    run), else the t-interval of the mean over the runs."""
+    return exact(values[0]) if len(values) == 1 else over_seeds(values, basis)
+
+
 # converged: the fitted evaluation loss falls over the last fifth of training by at most this
 # share of its end value
 CONVERGED_FALL = 0.05
@@ -49,7 +53,7 @@ def convergence(curves: pd.DataFrame, keys: list[str]) -> tuple[float, str, Inte
     share `keys`) in % of the end loss; their mean, a note listing them and the precision of the
     training steps, and the t-interval over the runs (exact for one run)."""
     falls = np.array([100 * late_fall(curve) for _, curve in curves.groupby(keys)])
-    interval = exact(falls[0]) if len(falls) == 1 else over_seeds(falls)
+    interval = _over_runs(falls, "seeds")
     note = (
         "fitted fall of the eval MSE over the last fifth of training, % of the end loss, per "
         "run: "
@@ -71,10 +75,7 @@ def solved(runs: pd.DataFrame) -> tuple[float, str, Interval]:
     zero keeps falling in relative terms however long it trains, so the share of the task left
     unsolved, not the late fall, says it has converged."""
     residual = (100 * runs.mse / runs.null_mse).to_numpy()
-    if len(residual) == 1:
-        interval = exact(residual[0])
-    else:
-        interval = replace(over_seeds(residual), basis="runs")
+    interval = _over_runs(residual, "runs")
     within = int((residual <= 100 * SOLVED_RESIDUAL).sum())
     note = (
         "final eval MSE, % of the MSE of a head that adds nothing, per run: "
