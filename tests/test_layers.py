@@ -25,6 +25,7 @@ LAYERS = {
             "tables",
             "stats",
             "errors",
+            "catalogue",
         ],
         BOTTOM,
     ),

@@ -1,23 +1,34 @@
-"""The scorecard: verdict rules, not-run rows, and the claim catalogue's coverage."""
+"""The scorecard: verdict rules, not-run rows, claim kinds and threshold sources, and the claim
+catalogue's format and coverage."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 
 import pytest
 from conftest import REPO
 
+from sinkscope import scorecard
+from sinkscope.catalogue import (
+    THRESHOLD_HEADER,
+    entry_errors,
+    find_claim,
+    load_claims,
+    threshold_table,
+)
+from sinkscope.config import load_config
 from sinkscope.exhibits import Measured
+from sinkscope.exhibits.registry import EXHIBITS, Plan
 from sinkscope.scorecard import (
+    CHECK_COLOUR,
     INCONCLUSIVE,
     NOT_REPLICATED,
     NOT_RUN,
     REPLICATED,
     build_scorecard,
-    describe_check,
     judge,
-    load_claims,
     to_markdown,
 )
 from sinkscope.stats import Interval, exact
@@ -143,8 +154,11 @@ def test_verdicts_and_not_run_rows(tmp_path):
     assert card.loc["U1.sink_value_ratio", "verdict"] == NOT_RUN
     assert (card.scale == "default").all()
     assert len(card) == len(load_claims())
-    markdown = to_markdown(card.reset_index())
-    assert "1 replicated, 1 not replicated" in markdown
+    claim = find_claim("S1.sink_share")
+    assert card.loc["S1.sink_share", "kind"] == claim["kind"]
+    assert card.loc["S1.sink_share", "why"] == claim["why"]
+    source = claim["check"].get("source") or f"chosen: {claim['check']['chosen']}"
+    assert card.loc["S1.sink_share", "threshold_source"] == source
 
 
 def test_unknown_measured_claim_is_an_error(tmp_path):
@@ -245,9 +259,7 @@ def test_not_run_names_the_reason_and_markdown_groups_by_paper(tmp_path):
     assert row.verdict == NOT_RUN and row.note == "no model with registers at this scale"
     markdown = to_markdown(card)
     assert markdown.index("## Unifying View (U)") < markdown.index("## StreamingLLM (S)")
-    assert "## Sink vs diagonal (D)" in markdown
-    streaming = card[card.exhibit.str.startswith("S")]
-    assert f"{len(streaming)} claims: 1 replicated, 0 not replicated" in markdown
+    assert markdown.index("## StreamingLLM (S)") < markdown.index("## Sink vs diagonal (D)")
 
 
 def test_a_value_undefined_at_this_scale_is_inconclusive(tmp_path):
@@ -267,14 +279,206 @@ def stats_none():
     return Interval(float("-inf"), float("inf"), 0, "bootstrap over windows")
 
 
-def test_exhibits_doc_lists_every_control_of_the_catalogue():
-    text = EXHIBITS_DOC.read_text()
-    table = text[text.index("| claim | control | measure and check |") :]
-    table = table[: table.index("\n\n")]
-    listed = set(table.splitlines()[2:])
-    expected = {
-        f"| {c['id']} | {p['control']} | `{p['measure']}` {describe_check(p['check'])} |"
-        for c in load_claims()
-        for p in c.get("preconditions", [])
+def test_every_catalogue_entry_has_a_kind_a_reason_and_threshold_sources():
+    """The catalogue's format: `kind` replication or check, a `why`, and exactly one of
+    `source` / `chosen` in every check; a replication has a control or says in `why` why it
+    needs none."""
+    failing = {c["id"]: entry_errors(c) for c in load_claims() if entry_errors(c)}
+    assert not failing, "\n".join(error for errors in failing.values() for error in errors)
+    for claim in load_claims():
+        if claim["kind"] == "replication":
+            assert claim.get("preconditions") or claim["why"].strip(), claim["id"]
+
+
+def entry(**changes):
+    """A well-formed catalogue entry with one control, with `changes` applied (None deletes)."""
+    found = {
+        "id": "U1.a",
+        "exhibit": "U1",
+        "kind": "replication",
+        "why": "a short run can leave the head without a sink",
+        "claim": "a is large",
+        "paper": "2",
+        "check": {"kind": "greater_than", "value": 1, "source": "Unifying View, Table 1"},
+        "preconditions": [
+            {
+                "measure": "U1.control",
+                "check": {"kind": "at_least", "value": 1, "chosen": "one event"},
+                "control": "the run has events",
+            }
+        ],
     }
-    assert listed == expected
+    for key, value in changes.items():
+        if value is None:
+            del found[key]
+        else:
+            found[key] = value
+    return found
+
+
+def _control(**check):
+    return [{"measure": "U1.control", "check": check, "control": "the run has events"}]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"kind": None}, "U1.a: `kind` must be one of replication, check, not None"),
+        ({"kind": "finding"}, "U1.a: `kind` must be one of replication, check, not 'finding'"),
+        ({"why": None}, "U1.a: `why` is missing or empty"),
+        ({"why": "  "}, "U1.a: `why` is missing or empty"),
+        ({"check": {"kind": "greater_than", "value": 1}}, "U1.a: `check` needs exactly one"),
+        (
+            {"check": {"kind": "holds", "source": "Unifying View, Fig. 2", "chosen": "a pattern"}},
+            "U1.a: `check` needs exactly one of `source` or `chosen`; it has both",
+        ),
+        (
+            {"preconditions": _control(kind="at_least", value=1)},
+            "U1.a, precondition on 'U1.control': `check` needs exactly one of `source` or "
+            "`chosen`; it has neither",
+        ),
+        (
+            {"preconditions": _control(kind="at_least", value=1, source="S", chosen="c")},
+            "U1.a, precondition on 'U1.control': `check` needs exactly one",
+        ),
+    ],
+)
+def test_a_malformed_catalogue_entry_is_named_with_its_key(changes, message):
+    assert entry_errors(entry()) == []
+    errors = entry_errors(entry(**changes))
+    assert len(errors) == 1 and errors[0].startswith(message), errors
+
+
+def test_the_scorecard_refuses_a_catalogue_entry_without_a_kind(tmp_path, monkeypatch):
+    monkeypatch.setattr(scorecard, "load_claims", lambda: [entry(kind=None)])
+    with pytest.raises(ValueError, match=r"claims.yaml: U1.a: `kind` must be one of"):
+        build_scorecard([_claims_file(tmp_path, {})], "default")
+
+
+# A hand-built catalogue: two replications of U1 (one with a control), one check of S1
+HAND_BUILT = [
+    entry(),
+    entry(
+        id="U1.b",
+        why="the run could show no fall",
+        check={"kind": "less_than", "value": 0, "chosen": "0 separates the signs"},
+        preconditions=None,
+    ),
+    entry(
+        id="S1.c",
+        exhibit="S1",
+        kind="check",
+        why="closed form of the pipeline's own toy",
+        check={
+            "kind": "round_equal",
+            "value": 0.83,
+            "decimals": 2,
+            "source": "StreamingLLM, Sec. 3",
+        },
+        preconditions=None,
+    ),
+]
+
+
+@pytest.fixture
+def hand_built(tmp_path, monkeypatch):
+    """The scorecard of HAND_BUILT: U1.a replicated (control met), U1.b not replicated, S1.c
+    replicated."""
+    monkeypatch.setattr(scorecard, "load_claims", lambda: copy.deepcopy(HAND_BUILT))
+    measured = {"U1.a": 3.0, "U1.control": 2, "U1.b": 1.0, "S1.c": 0.8296}
+    path = _claims_file(tmp_path, {k: record(v) for k, v in measured.items()})
+    return build_scorecard([path], "default")
+
+
+def test_the_scorecard_keeps_each_claims_kind_why_and_threshold_source(hand_built):
+    card = hand_built.set_index("claim_id")
+    assert list(card.verdict) == [REPLICATED, NOT_REPLICATED, REPLICATED]
+    assert list(card.kind) == ["replication", "replication", "check"]
+    assert card.loc["S1.c", "why"] == "closed form of the pipeline's own toy"
+    assert list(card.threshold_source) == [
+        "Unifying View, Table 1",
+        "chosen: 0 separates the signs",
+        "StreamingLLM, Sec. 3",
+    ]
+
+
+def test_markdown_counts_replications_and_lists_checks_apart(hand_built):
+    markdown = to_markdown(hand_built)
+    counts = ", 0 inconclusive at this scale, 0 not run."
+    papers, thresholds = markdown.split("\n## Thresholds and controls\n")
+    head, unifying, streaming, diagonal = papers.split("\n## ")
+    assert "\n2 replications: 1 replicated, 1 not replicated" + counts in head
+    assert "\n1 check, listed apart (their outcome follows from the pipeline's own" in head
+    assert "re-run snippet): 1 replicated, 0 not replicated" + counts in head
+    assert "2 replications: 1 replicated, 1 not replicated" + counts in unifying
+    assert "### Checks" not in unifying
+    assert "| U1 | U1.b | a is large | 2 | < 0 | chosen: 0 separates the signs |" in unifying
+    assert "0 replications: 0 replicated, 0 not replicated" + counts in streaming
+    replications, checks = streaming.split("### Checks (S)")
+    assert "S1.c" not in replications
+    assert "1 check: 1 replicated, 0 not replicated" + counts in checks
+    assert "| threshold_source | why | measured |" in checks
+    assert (
+        "| StreamingLLM, Sec. 3 | closed form of the pipeline's own toy | 0.8296, exact" in checks
+    )
+    assert diagonal.startswith("Sink vs diagonal (D)\n\n0 replications: 0 replicated")
+    assert threshold_table(HAND_BUILT) in thresholds
+
+
+def test_threshold_table_has_a_row_per_check_with_its_source():
+    assert threshold_table(HAND_BUILT) == (
+        THRESHOLD_HEADER + "\n|---|---|---|---|---|\n"
+        "| U1.a | replication | (the claim) | `U1.a` > 1 | Unifying View, Table 1 |\n"
+        "| U1.a | replication | the run has events | `U1.control` >= 1 | chosen: one event |\n"
+        "| U1.b | replication | (the claim) | `U1.b` < 0 | chosen: 0 separates the signs |\n"
+        "| S1.c | check | (the claim) | `S1.c` 0.83 to 2 decimals | StreamingLLM, Sec. 3 |\n"
+    )
+    with pytest.raises(ValueError, match="U1.a: `why` is missing"):
+        threshold_table([entry(why="")])
+
+
+def test_forest_plot_colours_replications_and_draws_checks_apart_in_grey(hand_built):
+    from matplotlib.colors import to_hex
+
+    fig = scorecard.figure(hand_built)
+    ax = fig.axes[0]
+    labels = [tick.get_text() for tick in ax.get_yticklabels()]
+    assert [label.split()[0] for label in labels] == ["U1.a", "U1.b", "S1.c"]
+    assert labels[2].endswith("check") and not labels[0].endswith("check")
+    colours = {
+        int(line.get_ydata()[0]): to_hex(line.get_color())
+        for line in ax.lines
+        if line.get_marker() == "o"
+    }
+    assert colours == {
+        0: scorecard.VERDICT_COLOURS[REPLICATED],
+        1: scorecard.VERDICT_COLOURS[NOT_REPLICATED],
+        2: CHECK_COLOUR,
+    }
+    title = fig._suptitle.get_text()
+    assert "2 replications: 1 replicated, 1 not replicated" in title
+    assert title.endswith("drawn apart in grey: 1")
+
+
+def test_exhibits_doc_lists_every_threshold_of_the_catalogue():
+    """The docs' table of thresholds and controls is the one the catalogue generates."""
+    text = EXHIBITS_DOC.read_text()
+    table = text[text.index(THRESHOLD_HEADER) :]
+    table = table[: table.index("\n\n") + 1]
+    assert table == threshold_table(load_claims()), (
+        "regenerate the table in docs/exhibit-reference.md with `python -c 'from sinkscope."
+        "catalogue import load_claims, threshold_table; print(threshold_table(load_claims()))'`"
+    )
+
+
+def test_s5_figure_takes_the_paper_value_from_the_catalogue(monkeypatch):
+    """A setting of the figure job, so that editing the catalogue entry redraws the figure."""
+    plan = Plan(load_config([REPO / "config" / "config.yaml"]))
+    shown = EXHIBITS["S5"].settings(plan, "figure")["paper_speedup"]
+    assert shown == find_claim("S5.speedup_growth")["paper"]
+    edited = [
+        {**claim, "paper": "up to 3x"} if claim["id"] == "S5.speedup_growth" else claim
+        for claim in load_claims()
+    ]
+    monkeypatch.setattr("sinkscope.catalogue.load_claims", lambda: edited)
+    assert EXHIBITS["S5"].settings(plan, "figure")["paper_speedup"] == "up to 3x"

@@ -5,19 +5,28 @@ Every measured value comes with its 95 % interval (`sinkscope.stats`). Verdicts:
 `inconclusive at this scale` (the interval straddles the check, or a control the claim is about
 does not clearly show the phenomenon: one of the claim's `preconditions` in the catalogue fails,
 straddles or was not measured; the note gives the measured values) and `not run` (no
-measurement at this scale; the note gives the reason).
+measurement at this scale; the note gives the reason). Each claim is of a kind
+(`sinkscope.catalogue`): a `replication`, which the run could fail to show, or a `check`, whose
+outcome follows from the pipeline's own construction; the counts of replications lead, and the
+checks are listed and drawn apart.
 """
 
 from __future__ import annotations
 
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
+from .catalogue import (
+    KINDS,
+    describe_check,
+    load_claims,
+    threshold_source,
+    threshold_table,
+    validate,
+)
 from .errors import read_json
 from .exhibits import PAPERS, Measured
 from .provenance import write_json
@@ -27,14 +36,9 @@ REPLICATED, NOT_REPLICATED = "replicated", "not replicated"
 INCONCLUSIVE, NOT_RUN = "inconclusive at this scale", "not run"
 VERDICTS = (REPLICATED, NOT_REPLICATED, INCONCLUSIVE, NOT_RUN)
 COLUMNS = [
-    "exhibit", "claim_id", "claim", "paper", "check", "value", "low", "high", "n", "basis",
-    "model", "scale", "verdict", "note",
+    "exhibit", "claim_id", "kind", "why", "claim", "paper", "check", "threshold_source", "value",
+    "low", "high", "n", "basis", "model", "scale", "verdict", "note",
 ]  # fmt: skip
-
-
-def load_claims() -> list[dict[str, Any]]:
-    """The claim catalogue shipped with the package (sinkscope/claims.yaml)."""
-    return yaml.safe_load(files("sinkscope").joinpath("claims.yaml").read_text())
 
 
 def accepted(check: dict[str, Any]) -> tuple[float, float]:
@@ -83,21 +87,6 @@ def write_claims(
     """Write an exhibit's claims file ({claim id: measured record}), read by build_scorecard."""
     records = {claim: found.record() for claim, found in claims.items()}
     write_json({"exhibit": exhibit, "scale": scale, "claims": records}, path, prov)
-
-
-def describe_check(check: dict[str, Any]) -> str:
-    """A check in words, e.g. `>= 0.3` or `within 50 % of 0.0187`."""
-    kind = check["kind"]
-    if kind == "holds":
-        return "holds"
-    signs = {"less_than": "<", "greater_than": ">", "at_most": "<=", "at_least": ">="}
-    if kind in signs:
-        return f"{signs[kind]} {check['value']:g}"
-    if kind == "rel_close":
-        return f"within {100 * check['rtol']:g} % of {check['value']:g}"
-    if kind == "abs_close":
-        return f"{check['value']:g} +- {check['atol']:g}"
-    return f"{check['value']:g} to {check['decimals']} decimals"
 
 
 def failed_controls(claim: dict[str, Any], measured: dict[str, dict[str, Any]]) -> list[str]:
@@ -152,13 +141,14 @@ def verdict(claim: dict[str, Any], measured: dict[str, dict[str, Any]]) -> tuple
 def build_scorecard(
     claim_files: list[str | Path], scale: str, not_run: dict[str, str] | None = None
 ) -> pd.DataFrame:
-    """One row per catalogued claim. A claim with no measurement is `not run`, with the reason
-    `not_run` gives for its exhibit; one whose control fails or whose interval straddles its
-    check is inconclusive."""
+    """One row per catalogued claim, with its kind and the source of its threshold. A claim with
+    no measurement is `not run`, with the reason `not_run` gives for its exhibit; one whose
+    control fails or whose interval straddles its check is inconclusive."""
     measured: dict[str, dict[str, Any]] = {}
     for path in claim_files:
         measured.update(read_json(path, "claims file")["claims"])
     catalogue = load_claims()
+    validate(catalogue)
     known = {claim["id"] for claim in catalogue} | {
         control["measure"] for claim in catalogue for control in claim.get("preconditions", [])
     }
@@ -170,9 +160,12 @@ def build_scorecard(
         row = {
             "exhibit": claim["exhibit"],
             "claim_id": claim["id"],
+            "kind": claim["kind"],
+            "why": claim["why"],
             "claim": claim["claim"],
             "paper": claim["paper"],
             "check": describe_check(claim["check"]),
+            "threshold_source": threshold_source(claim["check"]),
             "scale": scale,
         }
         if (found := measured.get(claim["id"])) is None:
@@ -190,38 +183,63 @@ def build_scorecard(
 
 
 def _counts(card: pd.DataFrame) -> str:
+    """`a replicated, b not replicated, c inconclusive at this scale, d not run`."""
     counts = card.verdict.value_counts()
     return ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
 
 
+def _tally(card: pd.DataFrame, kind: str) -> str:
+    """`N replications` or `N checks` (singular for one)."""
+    return f"{len(card)} {kind}" + ("" if len(card) == 1 else "s")
+
+
+REPLICATION, CHECK = KINDS
 MARKDOWN = [
-    "exhibit", "claim_id", "claim", "paper", "check", "measured", "model", "verdict", "note",
+    "exhibit", "claim_id", "claim", "paper", "check", "threshold_source", "measured", "model",
+    "verdict", "note",
 ]  # fmt: skip
+MARKDOWN_CHECKS = [*MARKDOWN[:6], "why", *MARKDOWN[6:]]
 
 
-def _markdown_row(row: pd.Series) -> str:
-    cells = row.to_dict()
-    if row.check == "holds" and pd.notna(row.value):
-        cells["value"] = bool(row.value)
-    cells["measured"] = "" if pd.isna(row.value) else _measured(cells)
-    return "| " + " | ".join(str(cells[c]).replace("|", "\\|") for c in MARKDOWN) + " |\n"
+def _table(part: pd.DataFrame, columns: list[str]) -> str:
+    """Rows of the scorecard as a Markdown table (the measured value with its interval and n)."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for _, row in part.iterrows():
+        cells = row.to_dict()
+        if row.check == "holds" and pd.notna(row.value):
+            cells["value"] = bool(row.value)
+        cells["measured"] = "" if pd.isna(row.value) else _measured(cells)
+        lines.append("| " + " | ".join(str(cells[c]).replace("|", "\\|") for c in columns) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def to_markdown(card: pd.DataFrame) -> str:
-    """The scorecard as Markdown: the counts of verdicts, then one section per paper with its own
-    counts and table (the measured value with its 95 % interval and n)."""
-    header = "| " + " | ".join(MARKDOWN) + " |\n|" + "---|" * len(MARKDOWN) + "\n"
+    """The scorecard as Markdown: the counts of the replications' verdicts (the checks' apart),
+    then per paper its replications (counts and table) and its checks (counts, table and why
+    each is a check), and last every threshold of the catalogue with its source or reason."""
     sections = []
     for prefix, paper in PAPERS.items():
         part = card[card.exhibit.str.startswith(prefix)]
-        body = "".join(_markdown_row(row) for _, row in part.iterrows())
-        sections.append(
-            f"## {paper} ({prefix})\n\n{len(part)} claims: {_counts(part)}.\n\n{header}{body}"
-        )
+        replications, checks = part[part.kind == REPLICATION], part[part.kind == CHECK]
+        section = f"## {paper} ({prefix})\n\n{_tally(replications, REPLICATION)}: "
+        section += f"{_counts(replications)}.\n"
+        if len(replications):
+            section += "\n" + _table(replications, MARKDOWN)
+        if len(checks):
+            heading = f"\n### Checks ({prefix})\n\n{_tally(checks, CHECK)}: {_counts(checks)}.\n\n"
+            section += heading + _table(checks, MARKDOWN_CHECKS)
+        sections.append(section)
     scale = card.scale.iloc[0] if len(card) else ""
+    replications, checks = card[card.kind == REPLICATION], card[card.kind == CHECK]
     return (
-        f"# Replication scorecard ({scale} scale)\n\n{len(card)} claims: {_counts(card)}.\n\n"
+        f"# Replication scorecard ({scale} scale)\n\n"
+        f"{_tally(replications, REPLICATION)}: {_counts(replications)}.\n\n"
+        f"{_tally(checks, CHECK)}, listed apart (their outcome follows from the pipeline's own "
+        f"construction, algebra or a re-run snippet): {_counts(checks)}.\n\n"
         + "\n".join(sections)
+        + "\n## Thresholds and controls\n\nEvery threshold of the catalogue, the claims' and "
+        "their controls', with its source in the paper or the reason it was chosen.\n\n"
+        + threshold_table(load_claims())
     )
 
 
@@ -231,6 +249,7 @@ VERDICT_COLOURS = {
     INCONCLUSIVE: "#7570b3",
     NOT_RUN: "#999999",
 }
+CHECK_COLOUR = "#666666"  # a check, whatever its verdict: drawn apart from the replications
 CLIP = 10.0  # the forest plot's axis ends at +-CLIP threshold units; beyond, an arrow
 
 
@@ -251,45 +270,60 @@ def _scaled(check: dict[str, Any], row: Any) -> tuple[float, float, tuple[float,
 def figure(card: pd.DataFrame):
     """The forest plot of the scorecard: each claim's value and 95 % interval, in units of its
     threshold (0 = the check's threshold or the paper's value), against the range its check
-    accepts (shaded), coloured by verdict; grouped by paper."""
+    accepts (shaded). The replications come first, grouped by paper and coloured by verdict;
+    the checks follow in a block of their own, in grey. The title counts replications only."""
     from matplotlib.lines import Line2D
 
     from . import plotting
 
     checks = {claim["id"]: claim["check"] for claim in load_claims()}
-    fig, ax = plotting.figure(width=8.5, height=0.22 * len(card) + 1.6)
-    ys, labels = [], []
-    for y, row in enumerate(card.itertuples(index=False)):
+    ordered = pd.concat([card[card.kind == REPLICATION], card[card.kind == CHECK]])
+    fig, ax = plotting.figure(width=8.5, height=0.22 * len(ordered) + 1.8)
+    labels = []
+    for y, row in enumerate(ordered.itertuples(index=False)):
         reference, unit, (lo, hi) = _scaled(checks[row.claim_id], row)
         ax.fill_between([max(lo, -CLIP), min(hi, CLIP)], y - 0.4, y + 0.4, color="#e8f3ee", lw=0)
-        colour = VERDICT_COLOURS[row.verdict]
+        is_check = row.kind == CHECK
+        colour = CHECK_COLOUR if is_check else VERDICT_COLOURS[row.verdict]
         if row.verdict == NOT_RUN or not np.isfinite(row.value):
             text = "not run" if row.verdict == NOT_RUN else "no value at this scale"
             ax.text(0, y, text, color=colour, ha="center", va="center", fontsize=7)
         else:
             x, low, high = ((float(v) - reference) / unit for v in (row.value, row.low, row.high))
             ax.hlines(y, max(low, -CLIP), min(high, CLIP), color=colour, lw=1.6)
-            ax.plot(np.clip(x, -CLIP, CLIP), y, "o", color=colour, ms=4)
+            face = "white" if is_check else colour
+            ax.plot(np.clip(x, -CLIP, CLIP), y, "o", color=colour, mfc=face, ms=4)
             for end, marker in ((low, "<"), (high, ">")):
                 if abs(end) > CLIP:
                     ax.plot(np.sign(end) * CLIP, y, marker, color=colour, ms=4)
-        ys.append(y)
-        labels.append(f"{row.claim_id}  [{row.check}]")
-    starts = card.exhibit.str[0].ne(card.exhibit.str[0].shift())
-    for y, prefix in zip(np.flatnonzero(starts), card.exhibit.str[0][starts], strict=True):
-        ax.axhline(y - 0.5, color="black", lw=0.6)
-        ax.text(CLIP, y - 0.3, PAPERS[prefix], ha="right", va="top", fontsize=8, weight="bold")
+        labels.append(f"{row.claim_id}  [{row.check}]" + ("  check" if is_check else ""))
+    blocks = ordered.kind + " " + ordered.exhibit.str[0]
+    starts = np.flatnonzero(blocks.ne(blocks.shift()))
+    for y in starts:
+        row = ordered.iloc[y]
+        paper = PAPERS[row.exhibit[0]] + (": checks" if row.kind == CHECK else "")
+        first_check = row.kind == CHECK and (y == 0 or ordered.kind.iloc[y - 1] != CHECK)
+        ax.axhline(y - 0.5, color="black", lw=1.6 if first_check else 0.6)
+        ax.text(CLIP, y - 0.3, paper, ha="right", va="top", fontsize=8, weight="bold")
     ax.axvline(0, color="black", lw=0.8, ls=":")
     ax.set_xscale("symlog", linthresh=1.0)
-    ax.set(xlim=(-CLIP * 1.1, CLIP * 1.1), ylim=(len(card) - 0.5, -0.8))
-    ax.set_yticks(ys, labels, fontsize=7)
+    ax.set(xlim=(-CLIP * 1.1, CLIP * 1.1), ylim=(len(ordered) - 0.5, -0.8))
+    ax.set_yticks(range(len(ordered)), labels, fontsize=7)
     ax.set_xlabel("(measured - threshold) / |threshold|   (holds: yes = +1, no = -1)")
     handles = [
         Line2D([], [], color=colour, marker="o", lw=1.6, label=verdict)
         for verdict, colour in VERDICT_COLOURS.items()
     ]
+    handles.append(
+        Line2D([], [], color=CHECK_COLOUR, marker="o", mfc="white", lw=1.6, label="check")
+    )
     handles.append(Line2D([], [], color="#e8f3ee", lw=8, label="accepted by the check"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=5, fontsize=7, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncols=6, fontsize=7, frameon=False)
     scale = card.scale.iloc[0] if len(card) else ""
-    fig.suptitle(f"replication scorecard, {scale} scale: {len(card)} claims\n{_counts(card)}")
+    replications, checked = card[card.kind == REPLICATION], card[card.kind == CHECK]
+    fig.suptitle(
+        f"replication scorecard, {scale} scale\n"
+        f"{_tally(replications, REPLICATION)}: {_counts(replications)}\n"
+        f"checks of the pipeline's own construction, drawn apart in grey: {len(checked)}"
+    )
     return fig

@@ -1,6 +1,6 @@
 # scorecard: every claim of the catalogue against its measured value and interval, with a
-# verdict, as tables and a forest plot; then the cost of the run, summed from every job's
-# benchmark file.
+# verdict, as tables and a forest plot (replications counted, checks listed apart); then the
+# cost of the run, summed from every job's benchmark file.
 
 
 rule scorecard:

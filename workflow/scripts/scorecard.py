@@ -12,4 +12,5 @@ prov = recorder.record()
 write_with_sidecar(card.to_csv(index=False), smk.output.csv, prov)
 write_with_sidecar(to_markdown(card), smk.output.md, prov)
 save_figure(figure(card), smk.output.png, prov)
-log.info("%s", card.verdict.value_counts().to_dict())
+for kind, part in card.groupby("kind"):
+    log.info("%s: %s", kind, part.verdict.value_counts().to_dict())
