@@ -149,7 +149,15 @@ def test_lm_pretraining_and_sink_evaluation_on_cuda():
     arch = {"d_model": 16, "n_layers": 1, "n_heads": 2, "context": 16}
     ids, held_out = pretrain.corpus_bytes("Emma Woodhouse, handsome, clever, and rich. " * 20, 0.3)
     model, history = pretrain.train(
-        "learned_sink", ids, arch, 3, 2, 1e-3, {"init": 0, "data": 0}, device="cuda"
+        "learned_sink",
+        ids,
+        arch,
+        3,
+        2,
+        1e-3,
+        {"init": 0, "data": 0},
+        device="cuda",
+        precision="bfloat16",
     )
     assert next(model.parameters()).device.type == "cuda"
     assert all(np.isfinite(row["loss"]) for row in history)

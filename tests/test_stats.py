@@ -74,3 +74,47 @@ def test_share_is_clopper_pearson():
     interval = stats.share(0, 3, "runs")
     assert interval.low == 0 and interval.high == pytest.approx(1 - 0.025 ** (1 / 3))
     assert stats.share(3, 3, "runs").high == 1
+
+
+def test_agreeing_replicates_decide_only_from_six_on():
+    """n equal values pin their median at 95 % only when 1 - 2^(1 - n) >= 0.95: n >= 6."""
+    assert stats.agreeing_replicates_needed() == 6
+    assert stats.agreeing_replicates_needed(0.975) == 7
+    for n in (2, 3, 5):
+        interval = stats.over_seeds([0.4] * n, "replicates")
+        assert (interval.low, interval.high, interval.n) == (-np.inf, np.inf, n)
+    interval = stats.over_seeds([0.4] * 6, "replicates")
+    assert (interval.low, interval.high, interval.n, interval.basis) == (0.4, 0.4, 6, "replicates")
+
+
+def test_three_seeds_without_events_decide_nothing():
+    interval = stats.over_seeds([0.0, 0.0, 0.0])
+    assert interval.low == -np.inf and interval.high == np.inf
+
+
+def test_difference_of_agreeing_seeds_needs_both_pinned():
+    """Each condition's mean at 97.5 %: agreeing seeds pin theirs from 7 seeds on."""
+    assert stats.difference_over_seeds([1.0] * 6, [0.0] * 6).high == np.inf
+    point = stats.difference_over_seeds([1.0] * 7, [0.0] * 7)
+    assert (point.low, point.high, point.n) == (1.0, 1.0, 7)
+    assert stats.difference_over_seeds([1.0] * 3, [0.0, 0.1, -0.1]).low == -np.inf
+    varying = [0.0, 0.1, -0.1, 0.05, -0.05, 0.02, -0.02]
+    mixed = stats.difference_over_seeds([1.0] * 7, varying)
+    low, high = stats.scipy_stats().ttest_1samp(varying, 0.0).confidence_interval(0.975)
+    assert mixed.low == pytest.approx(1.0 - high) and mixed.high == pytest.approx(1.0 - low)
+
+
+def test_event_rate_is_the_exact_poisson_interval():
+    none = stats.event_rate(0, 100, "images")
+    assert none.low == 0.0 and none.high == pytest.approx(3.6889 / 100, rel=1e-4)
+    assert none.describe() == "[0, 0.03689] (95 %, 100 images)"
+    five = stats.event_rate(5, 10, "images")  # Garwood's table: 1.6235 to 11.6683 events
+    assert five.low == pytest.approx(0.16235, rel=1e-4)
+    assert five.high == pytest.approx(1.16683, rel=1e-4)
+    assert stats.event_rate(3, 0, "images").high == np.inf
+
+
+@pytest.mark.parametrize("events, exposure", [(-1, 10), (2, -5), (1.5, 10)])
+def test_event_rate_refuses_counts_that_are_not_whole(events, exposure):
+    with pytest.raises(ValueError, match="whole numbers of events and of images"):
+        stats.event_rate(events, exposure, "images")

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sinkscope import training
 from sinkscope.exhibits import d4, d5, module, u1, u2
 from sinkscope.exhibits.registry import EXHIBITS, Plan
-from sinkscope.scorecard import judge, load_claims
+from sinkscope.scorecard import INCONCLUSIVE, REPLICATED, judge, load_claims, verdict
 from sinkscope.stats import Interval
 from sinkscope.toys.analysis import late_fall
 
@@ -48,6 +49,23 @@ def test_tables_claims_and_figure(exhibit, smoke_config, tmp_path, one_thread):
     plt.close(fig)
 
 
+def test_toy_verdicts_do_not_depend_on_the_cpus_bfloat16(
+    smoke_config, tmp_path, one_thread, monkeypatch
+):
+    """The toys train in float32 unless a recipe asks for bfloat16, so a CPU with native
+    bfloat16 and one without give the same numbers, hence the same verdicts."""
+    plan, entry = Plan(smoke_config), EXHIBITS["U1"]
+    settings = {**entry.settings(plan, "tables"), "checkpoints": tmp_path}
+    records = []
+    for native in (True, False):
+        monkeypatch.setattr(training, "native_bfloat16", lambda device, native=native: native)
+        tables = u1.tables({}, settings)
+        assert set(tables["curves"].precision) == {"float32"}
+        found = u1.claims(tables, entry.settings(plan, "claims"))
+        records.append({claim: m.record() for claim, m in found.items()})
+    assert records[0] == records[1]
+
+
 # --- crafted tables on both sides of each claim's threshold -------------------------------------
 
 CATALOGUE = {c["id"]: c for c in load_claims()}
@@ -70,120 +88,235 @@ def _curve(steps: int = 100, **keys) -> pd.DataFrame:
     )
 
 
-def _u1_tables(ratio, nop_mass, damped_mass, mse, peak, n=60):
+U1_PAPER = {  # App. A.3, Table 2; the MSE of a head that adds nothing is p = 0.5
+    "mse": (0.0187, 0.0187, 0.0187, 0.5, 0.144),
+    "null": 0.5,
+    "floor": 0.015,
+    "nop_mass": 0.99,
+    "damped_mass": 0.01,
+    "ratio": 0.05,
+    "peak": 5.0,
+    "donor_change": 0.0,
+}
+U1_BROKEN = {
+    "mse": (0.1, 0.15, 0.1, 0.12, 0.11),
+    "null": 0.5,
+    "floor": 0.02,
+    "nop_mass": 0.1,
+    "damped_mass": 0.6,
+    "ratio": 0.5,
+    "peak": 1.2,
+    "donor_change": 0.3,
+}
+
+
+def _u1_tables(values: dict, replicates: int = 5, n: int = 60) -> dict[str, pd.DataFrame]:
+    """Tables of `replicates` runs of the main setting whose per-sequence values scatter by 1 %
+    around `values` (a dict like U1_PAPER)."""
     rng = np.random.default_rng(0)
-    n_nop = rng.integers(10, 22, n)
-    n_damped = 31 - n_nop
-    examples = pd.DataFrame(
-        {
-            "example": np.arange(n),
-            "n_nop": n_nop,
-            "n_damped": n_damped,
-            **{
-                f"mse {name}": value * (1 + 0.05 * rng.standard_normal(n))
-                for name, value in zip(u1.INTERVENTIONS, mse, strict=True)
-            },
-            **{
-                f"dsq_nop {name}": n_nop * (0.1 * k) ** 2 for k, name in enumerate(u1.INTERVENTIONS)
-            },
-            **{
-                f"dsq_damped {name}": n_damped * (0.01 * k) ** 2
-                for k, name in enumerate(u1.INTERVENTIONS)
-            },
-            "value_ratio": ratio * (1 + 0.05 * rng.standard_normal(n)),
-            "sink_value_norm": ratio * 2.0,
-            "other_value_norm": 2.0,
-            "bos_sum_nop": n_nop * (nop_mass + 0.01 * rng.standard_normal(n)),
-            "bos_sum_damped": n_damped * (damped_mass + 0.01 * rng.standard_normal(n)),
-        }
-    )
-    main = {
-        "gamma": 0.0,
-        "p": 0.5,
-        "lambda": 0.0,
-        "main": True,
-        "gate_mean_component": 0.3,
-        "mse_floor": 0.02,
-    }
-    summary = pd.DataFrame(
-        [
+    examples, summary, interventions, curves = [], [], [], []
+    for replicate in range(replicates):
+
+        def jitter(value, size=n):
+            return value * (1 + 0.01 * rng.standard_normal(size))
+
+        n_nop = rng.integers(10, 22, n)
+        n_damped = 31 - n_nop
+        ex = pd.DataFrame(
             {
-                **main,
-                **{f"mse {name}": examples[f"mse {name}"].mean() for name in u1.INTERVENTIONS},
-                "bos_mass_nop": nop_mass,
-                "bos_mass_damped": damped_mass,
-                "self_mass_damped": 0.9,
+                "example": np.arange(n),
+                "n_nop": n_nop,
+                "n_damped": n_damped,
+                "mse null": jitter(values["null"]),
+                **{
+                    f"mse {name}": jitter(value)
+                    for name, value in zip(u1.INTERVENTIONS, values["mse"], strict=True)
+                },
+                **{
+                    f"dsq_nop {name}": n_nop * (0.1 * k) ** 2
+                    for k, name in enumerate(u1.INTERVENTIONS)
+                },
+                **{
+                    f"dsq_damped {name}": n_damped * (0.01 * k) ** 2
+                    for k, name in enumerate(u1.INTERVENTIONS)
+                },
+                "value_ratio": jitter(values["ratio"]),
+                "sink_value_norm": values["ratio"] * 2.0,
+                "other_value_norm": 2.0,
+                "bos_sum_nop": n_nop * jitter(values["nop_mass"]),
+                "bos_sum_damped": n_damped * jitter(values["damped_mass"]),
+            }
+        )
+        ex["dsq_nop donor sink value"] = n_nop * values["donor_change"] ** 2
+        ex["dsq_damped donor sink value"] = n_damped * values["donor_change"] ** 2
+        run = {"replicate": replicate, "gamma": 0.0, "p": 0.5}
+        examples.append(ex.assign(**run))
+        interventions.append(u1.intervention_table(ex).assign(replicate=replicate))
+        summary.append(
+            {
+                **run,
+                "lambda": 0.0,
+                "main": True,
+                "gate_mean_component": 0.3,
+                "mse_floor": jitter(values["floor"], None),
+                "bos_mass_nop": values["nop_mass"],
+                "bos_mass_damped": values["damped_mass"],
                 "self_share_nop": 0.7,
                 "sink_event_share": 0.0,
-                "spectral_peak": peak,
-                "value_ratio": examples.value_ratio.mean(),
+                "spectral_peak": jitter(values["peak"], None),
+                "init_spectral_peak": 1.1,
+                "value_ratio": values["ratio"],
             }
-        ]
-    )
+        )
+        curve = _curve(**run)
+        curves.append(curve.assign(eval_loss=curve.eval_loss + 0.01 * replicate))  # falls differ
     profile = pd.DataFrame(
-        {"kind": "qk singular value", "index": range(3), "value": [peak * 2.0, 2.0, 1.0]}
+        {"kind": "qk singular value", "index": range(3), "value": [values["peak"] * 2, 2.0, 1.0]}
     )
     return {
-        "summary": summary,
-        "interventions": u1.intervention_table(examples),
-        "curves": _curve(gamma=0.0, p=0.5),
+        "summary": pd.DataFrame(summary),
+        "interventions": pd.concat(interventions, ignore_index=True),
+        "curves": pd.concat(curves),
         "attention": pd.DataFrame(),
         "profile": profile,
-        "examples": examples,
+        "examples": pd.concat(examples, ignore_index=True),
     }
 
 
 U1_SETTINGS = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 31}}
+U1_CONTROLS = ("U1.late_loss_fall", "U1.nop_sink_mass")  # measured beside the claims
 
 
 def test_u1_intervention_table_pools_the_rms_change_per_query_group():
-    tables = _u1_tables(0.05, 0.8, 0.1, (0.0187, 0.0187, 0.0187, 0.5, 0.144), 5.0)
+    tables = _u1_tables(U1_PAPER, replicates=1)
     table = tables["interventions"].set_index("intervention")
     assert list(table.index) == list(u1.INTERVENTIONS)
     assert table.loc["baseline", "rms_change_nop"] == 0.0
     assert table.loc["donor non-sink value", "rms_change_nop"] == pytest.approx(0.3)
     assert table.loc["redirect sink attention", "rms_change_non_nop"] == pytest.approx(0.04)
-    mse = tables["examples"]["mse donor non-sink value"].mean()
-    assert table.loc["donor non-sink value", "mse"] == pytest.approx(mse)
+    ex = tables["examples"]
+    mse, baseline, null = (
+        ex[f"mse {k}"].mean() for k in ("redirect sink attention", "baseline", "null")
+    )
+    assert table.loc["redirect sink attention", "mse"] == pytest.approx(mse)
+    assert table.loc["redirect sink attention", "mse_over_baseline"] == pytest.approx(
+        mse / baseline
+    )
+    undone = 100 * (mse - baseline) / (null - baseline)
+    assert table.loc["redirect sink attention", "gain_undone"] == pytest.approx(undone)
+    assert table.loc["baseline", "gain_undone"] == 0.0
 
 
 def test_u1_claims_on_both_sides_of_their_thresholds():
-    paper_like = _u1_tables(0.05, 0.8, 0.1, (0.0187, 0.0187, 0.0187, 0.5, 0.144), 5.0)
+    paper_like = _u1_tables(U1_PAPER)
     found = u1.claims(paper_like, U1_SETTINGS)
-    control = found.pop("U1.late_loss_fall")  # the catalogue's control of every U1 claim
-    assert control.value == pytest.approx(100 * late_fall(paper_like["curves"]))
-    assert control.interval.basis == "exact"
+    controls = {name: found.pop(name) for name in U1_CONTROLS}
     assert set(found) == {c for c in CATALOGUE if c.startswith("U1.")}
     assert all(_verdict(claim, m) is True for claim, m in found.items())
-    ex = paper_like["examples"]
-    assert found["U1.sink_value_ratio"].value == pytest.approx(ex.value_ratio.mean())
-    assert found["U1.sink_value_ratio"].interval.basis == "bootstrap over sequences"
+    falls = [100 * late_fall(c) for _, c in paper_like["curves"].groupby("replicate")]
+    fall = controls["U1.late_loss_fall"]
+    assert fall.value == pytest.approx(np.mean(falls))
+    assert (fall.interval.basis, fall.interval.n) == ("replicates", 5)
+    reps = u1.per_replicate(paper_like["examples"])
+    mass = controls["U1.nop_sink_mass"]
+    assert mass.value == pytest.approx(reps.nop_mass.mean()) and mass.interval.n == 5
+    for claim, m in found.items():  # means over the replicates, t-intervals over them
+        if claim != "U1.mse_donor_sink_value":
+            assert (m.interval.basis, m.interval.n) == ("replicates", 5), claim
+    zero = found["U1.mse_zero_sink_value"]
+    ratios = reps["mse zero sink value"] / reps["mse baseline"]
+    assert zero.value == pytest.approx(ratios.mean())
+    assert zero.interval.low < ratios.mean() < zero.interval.high
+    floors = paper_like["summary"].set_index("replicate").mse_floor
+    assert found["U1.mse_baseline"].value == pytest.approx((reps["mse baseline"] / floors).mean())
+    redirect = found["U1.mse_redirect"]
+    table = paper_like["interventions"].query("intervention == 'redirect sink attention'")
+    assert redirect.value == pytest.approx(table.gain_undone.mean())
+    assert redirect.value == pytest.approx(26.0, abs=0.5)  # the paper's share
+    donor = found["U1.mse_donor_sink_value"]
+    assert (donor.value, donor.interval.basis, donor.interval.n) == (0.0, "exact", 5)
     routing = found["U1.nop_routed_to_sink"]
-    nop = ex.bos_sum_nop.sum() / ex.n_nop.sum()
-    damped = ex.bos_sum_damped.sum() / ex.n_damped.sum()
-    assert routing.value == pytest.approx(nop - damped)
-    assert f"{nop:.3f} of their attention on the sink" in routing.note
-    assert f"non-NOP queries {damped:.3f}" in routing.note
-    peak = found["U1.qk_spectral_peak"]
-    assert (peak.value, peak.interval.low, peak.interval.high) == (5.0, 5.0, 5.0)
-    assert peak.interval.basis == "exact" and "10, 2, 1" in peak.note
-    baseline = found["U1.mse_baseline"]
-    assert baseline.value == pytest.approx(ex["mse baseline"].mean())
-    assert "slope -1 per 1000 steps" in baseline.note
-    assert "normalised tokens (no positions) on this draw of v: 0.0200" in baseline.note
-    assert "<v, 1>/sqrt(d) = +0.300" in baseline.note
-    control = found["U1.mse_donor_non_sink_value"]
-    ratio = ex["mse donor non-sink value"].mean() / ex["mse baseline"].mean()
-    assert f"donor non-sink value / baseline MSE = {ratio:.3f}" in control.note
-    assert "NOP queries 0.3, non-NOP queries 0.03" in control.note
-    assert "off the sink 0.700 on themselves" in found["U1.mse_redirect"].note
+    assert routing.value == pytest.approx((reps.nop_mass - reps.damped_mass).mean())
+    assert "the same heads at initialisation 1.1, 1.1" in found["U1.qk_spectral_peak"].note
+    assert f"floor {floors.iloc[0]:.4f}, " in found["U1.mse_baseline"].note
 
-    broken = _u1_tables(0.5, 0.1, 0.6, (0.1, 0.1, 0.1, 0.05, 0.02), 1.2)
-    found = u1.claims(broken, U1_SETTINGS)
-    found.pop("U1.late_loss_fall")
+    found = u1.claims(_u1_tables(U1_BROKEN), U1_SETTINGS)
+    for name in U1_CONTROLS:
+        found.pop(name)
     assert all(_verdict(claim, m) is False for claim, m in found.items())
     assert found["U1.nop_routed_to_sink"].interval.high < 0
-    assert found["U1.sink_value_ratio"].interval.low > 0.2
+    assert found["U1.mse_donor_sink_value"].value == pytest.approx(0.3)
+
+
+def _u1_verdicts(values: dict, replicates: int = 5) -> dict[str, tuple[str, str]]:
+    """The scorecard's verdict and reason for every U1 claim of crafted tables."""
+    found = u1.claims(_u1_tables(values, replicates), U1_SETTINGS)
+    records = {claim: m.record() for claim, m in found.items()}
+    return {c: verdict(CATALOGUE[c], records) for c in CATALOGUE if c.startswith("U1.")}
+
+
+def test_u1_claims_wait_for_a_sink_the_nop_queries_attend_to():
+    """The interventions on the sink, its value and the QK peak test a sink only where the NOP
+    queries attend to it: without that control they are inconclusive, whatever their values."""
+    assert {v for v, _ in _u1_verdicts(U1_PAPER).values()} == {REPLICATED}
+    unrouted = _u1_verdicts({**U1_PAPER, "nop_mass": 0.3, "damped_mass": 0.01})
+    guarded = {c for c in CATALOGUE if "U1.nop_sink_mass" in _measures(c)}
+    assert guarded == {
+        "U1.sink_value_ratio", "U1.qk_spectral_peak", "U1.mse_zero_sink_value",
+        "U1.mse_donor_non_sink_value", "U1.mse_redirect",
+    }  # fmt: skip
+    for claim in guarded:
+        judged, reason = unrouted[claim]
+        assert judged == INCONCLUSIVE and "U1.nop_sink_mass >= 0.5) lacks it" in reason, claim
+    assert unrouted["U1.mse_baseline"][0] == REPLICATED  # no routing control
+    assert unrouted["U1.mse_donor_sink_value"][0] == REPLICATED  # a check of the construction
+
+
+def test_u1_claims_wait_for_converged_training():
+    falling = _u1_tables(U1_PAPER)
+    curves = falling["curves"]
+    rate = 0.01 * (1 + 0.1 * curves.replicate)  # a late fall of 25 % and more
+    curves["eval_loss"] = np.where(curves.step < 80, 1.0, 1.0 - rate * (curves.step - 80))
+    found = u1.claims(falling, U1_SETTINGS)
+    records = {claim: m.record() for claim, m in found.items()}
+    assert found["U1.late_loss_fall"].value > 5
+    for claim in (c for c in CATALOGUE if "U1.late_loss_fall" in _measures(c)):
+        judged, reason = verdict(CATALOGUE[claim], records)
+        assert judged == INCONCLUSIVE and "U1.late_loss_fall <= 5) lacks it" in reason, claim
+
+
+def test_u1_one_replicate_decides_nothing():
+    verdicts = _u1_verdicts(U1_PAPER, replicates=1)
+    for claim, (judged, _) in verdicts.items():
+        expected = REPLICATED if claim == "U1.mse_donor_sink_value" else INCONCLUSIVE
+        assert judged == expected, claim
+
+
+def test_u1_ratio_claims_on_a_tiny_run(smoke_config, tmp_path, one_thread):
+    """Trained replicates: the ratio claims are the means over the replicates of the paper's
+    table of each, and the donor sink value, the same in every sequence, changes nothing."""
+    plan, entry = Plan(smoke_config), EXHIBITS["U1"]
+    settings = {**entry.settings(plan, "tables"), "checkpoints": tmp_path}
+    tables = u1.tables({}, settings)
+    found = u1.claims(tables, entry.settings(plan, "claims"))
+    by_run = tables["interventions"].set_index(["intervention", "replicate"])
+    replicates = smoke_config["toys"]["U1"]["replicates"]
+    assert (
+        len(tables["summary"]) == replicates and found["U1.mse_baseline"].interval.n == replicates
+    )
+    zero = by_run.loc["zero sink value"].mse_over_baseline
+    assert found["U1.mse_zero_sink_value"].value == pytest.approx(zero.mean())
+    for claim, name in u1.BREAKS.items():
+        assert found[claim].value == pytest.approx(by_run.loc[name].gain_undone.mean())
+    assert (by_run.loc["donor sink value"].mse_over_baseline == 1.0).all()
+    assert found["U1.mse_donor_sink_value"].value == 0.0
+    summary = tables["summary"].set_index("replicate")
+    assert summary.gate_mean_component.nunique() == replicates  # each replicate draws its own v
+    assert set(tables["curves"].precision) == {"float32"}
+
+
+def _measures(claim: str) -> set[str]:
+    return {p["measure"] for p in CATALOGUE[claim].get("preconditions", [])}
 
 
 def _u2_layers(mse, inflow, srank, ratio, seeds=5):

@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy import stats
 
-from sinkscope import metrics, training
+from sinkscope import metrics
 from sinkscope.config import load_config
 from sinkscope.exhibits import u1, u2
 from sinkscope.exhibits.u1 import intervention
@@ -163,8 +163,13 @@ def test_fit_leaves_no_checkpoint(tmp_path):
         desc="t",
     )
     assert list(curve.step) == [1, 2, 3] and not list(tmp_path.iterdir())
-    native = training.native_bfloat16("cpu")  # the default precision: bfloat16 where native
-    assert set(curve.precision) == {"bfloat16" if native else "float32"}
+    assert set(curve.precision) == {"float32"}  # the default, wherever bfloat16 is native
+
+
+def test_replicate_seeds_shift_every_seed():
+    seeds = Seeds(init=0, data=1, eval=2, task=3)
+    assert seeds.replicate(0) == seeds
+    assert seeds.replicate(2) == Seeds(init=2000, data=2001, eval=2002, task=2003)
 
 
 def test_interventions_on_the_sink():
@@ -278,8 +283,9 @@ def test_convergence_control_over_runs():
     assert value == pytest.approx(np.mean(falls))
     assert note.endswith("per run: 66.7, 1.0; training steps in float32")
     assert interval.basis == "seeds" and interval.n == 2 and interval.high > 5
-    value, _, interval = convergence(curves[curves.seed == 1], ["seed"])
-    assert interval.basis == "exact" and interval.low == interval.high == pytest.approx(falls[1])
+    value, _, interval = convergence(curves[curves.seed == 1], ["seed"], "replicates")
+    assert value == pytest.approx(falls[1])  # one run decides nothing
+    assert (interval.low, interval.high, interval.basis) == (-np.inf, np.inf, "replicates")
 
 
 def test_solved_control_over_runs():
@@ -289,7 +295,7 @@ def test_solved_control_over_runs():
     assert note.endswith("per run: 0.50, 1.50; at most 1% in 1 of 2 runs")
     assert interval.basis == "runs" and interval.n == 2 and interval.high > 1
     value, _, interval = solved(runs.iloc[:1])
-    assert interval.basis == "exact" and interval.low == interval.high == pytest.approx(0.5)
+    assert value == pytest.approx(0.5) and (interval.low, interval.high) == (-np.inf, np.inf)
 
 
 def _nop_task(v: torch.Tensor, gamma: float = 0.0) -> NopTask:

@@ -132,3 +132,12 @@ def test_bfloat16_autocast_only_where_the_cpu_computes_it_natively(monkeypatch, 
     assert product.dtype == (torch.bfloat16 if native else torch.float32)
     with training.autocast("cpu", "float32"):
         assert not torch.is_autocast_enabled("cpu")
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_float32_unless_bfloat16_is_asked_for(monkeypatch, native):
+    monkeypatch.setattr(training, "native_bfloat16", lambda device: native)
+    assert training.step_precision("cpu", "float32") == "float32"
+    assert training.step_precision("cpu", "bfloat16") == ("bfloat16" if native else "float32")
+    with training.autocast("cpu", "float32"):
+        assert not torch.is_autocast_enabled("cpu")

@@ -2,9 +2,17 @@
 
 Bases: `exact` (a closed form or a deterministic count: the interval is the value), `seeds` (a
 t-interval of the mean over independently trained replicates), `bootstrap over <unit>` (a
-percentile bootstrap over the windows, images, positions ... a value is computed from) and a
-share of runs or items (`share`, Clopper-Pearson). A boolean statistic is bootstrapped as 0/1,
-so its interval says whether the pattern holds in every resample, in none, or in some.
+percentile bootstrap over the windows, images, positions ... a value is computed from), a
+share of runs or items (`share`, Clopper-Pearson) and a rate of events per unit of exposure
+(`event_rate`, exact Poisson). A boolean statistic is bootstrapped as 0/1, so its interval says
+whether the pattern holds in every resample, in none, or in some.
+
+Replicates that agree exactly (no spread) give a t-interval of zero width, which would claim
+certainty from a handful of runs. Such a value gets the distribution-free interval of the median
+instead: with n replicates the interval [min, max] covers the median with probability
+1 - 2^(1 - n) (each replicate lies on either side of it with probability 1/2), so n equal values
+pin the median at the `LEVEL` only from `agreeing_replicates_needed()` replicates on (6 at 95 %);
+fewer give no interval.
 """
 
 from __future__ import annotations
@@ -55,27 +63,55 @@ def exact(value: float | bool, n: int = 1) -> Interval:
     return Interval(float(value), float(value), n, "exact")
 
 
+def agreeing_replicates_needed(level: float = LEVEL) -> int:
+    """The fewest replicates whose exact agreement pins their median at `level`: the least n with
+    1 - 2^(1 - n) >= level (the coverage of [min, max] for the median of n values)."""
+    n = 2
+    while 1 - 2.0 ** (1 - n) < level:
+        n += 1
+    return n
+
+
+def _mean_interval(values: np.ndarray, level: float) -> tuple[float, float] | None:
+    """The `level` interval of the mean of replicates: the t-interval, or for replicates that all
+    agree the value itself when there are enough of them to pin it (see the module docstring);
+    None when there is none."""
+    if len(values) < 2:
+        return None
+    if np.ptp(values) == 0:
+        pinned = len(values) >= agreeing_replicates_needed(level)
+        return (float(values[0]), float(values[0])) if pinned else None
+    low, high = scipy_stats().ttest_1samp(values, 0.0).confidence_interval(level)
+    return float(low), float(high)
+
+
 def over_seeds(values: Sequence[float], basis: str = "seeds") -> Interval:
     """The t-interval of the mean over independent seeds (or other replicate runs, named by
-    `basis`); one seed gives no interval (-inf, inf), so no one-seed value decides a check."""
+    `basis`); one seed gives no interval (-inf, inf), so no one-seed value decides a check, and
+    neither do fewer than `agreeing_replicates_needed()` seeds that all agree."""
     values = np.asarray(values, dtype=float)
-    if len(values) < 2:
+    interval = _mean_interval(values, LEVEL)
+    if interval is None:
         return undecided(len(values), basis)
-    if np.ptp(values) == 0:
-        return Interval(float(values[0]), float(values[0]), len(values), basis)
-    low, high = scipy_stats().ttest_1samp(values, 0.0).confidence_interval(LEVEL)
-    return Interval(float(low), float(high), len(values), basis)
+    return Interval(*interval, len(values), basis)
 
 
 def difference_over_seeds(a: Sequence[float], b: Sequence[float]) -> Interval:
     """The Welch t-interval of mean(a) - mean(b) over independent seeds of two conditions; n is
-    the smaller number of seeds."""
+    the smaller number of seeds. When either condition's seeds all agree, each condition's mean
+    gets its interval at 1 - (1 - LEVEL) / 2 (so both hold together at `LEVEL`) by the rule of
+    `over_seeds`, and the difference spans the two: undecided unless both have one."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     n = int(min(len(a), len(b)))
     if n < 2:
         return undecided(n, "seeds")
-    if np.ptp(a) == 0 and np.ptp(b) == 0:
-        return Interval(float(a.mean() - b.mean()), float(a.mean() - b.mean()), n, "seeds")
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        each = 1 - (1 - LEVEL) / 2
+        intervals = _mean_interval(a, each), _mean_interval(b, each)
+        if None in intervals:
+            return undecided(n, "seeds")
+        (low_a, high_a), (low_b, high_b) = intervals
+        return Interval(low_a - high_b, high_a - low_b, n, "seeds")
     low, high = scipy_stats().ttest_ind(a, b, equal_var=False).confidence_interval(LEVEL)
     return Interval(float(low), float(high), n, "seeds")
 
@@ -124,6 +160,24 @@ def share(hits: int, n: int, unit: str) -> Interval:
         return undecided(0, unit)
     interval = scipy_stats().binomtest(int(hits), int(n)).proportion_ci(LEVEL, method="exact")
     return Interval(float(interval.low), float(interval.high), int(n), unit)
+
+
+def event_rate(events: int, exposure: int, unit: str) -> Interval:
+    """The exact Poisson (Garwood) interval of the rate `events / exposure` (e.g. sink events per
+    image over `exposure` images): [chi2(a/2; 2k) / 2, chi2(1 - a/2; 2k + 2) / 2] / exposure for
+    k events and a = 1 - LEVEL, so no events give [0, 3.69 / exposure] at 95 %. An exposure of
+    zero gives no interval."""
+    if events < 0 or exposure < 0 or int(events) != events or int(exposure) != exposure:
+        raise ValueError(
+            f"event_rate needs whole numbers of events and of {unit} >= 0, got {events} and "
+            f"{exposure}"
+        )
+    if exposure == 0:
+        return undecided(0, unit)
+    chi2, tail = scipy_stats().chi2, (1 - LEVEL) / 2
+    low = chi2.ppf(tail, 2 * events) / 2 if events else 0.0
+    high = chi2.ppf(1 - tail, 2 * events + 2) / 2
+    return Interval(float(low / exposure), float(high / exposure), int(exposure), unit)
 
 
 def loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:

@@ -6,8 +6,9 @@ steps the loop writes, atomically, the parameters, the optimiser and schedule st
 states of the run's random generators, the step and the log; a resumed run continues exactly
 where an interrupted one stopped (bit-identical on the CPU). Checkpoints hold tensors and plain
 containers of numbers and strings only and are read with `weights_only=True`; the checkpoint of
-a finished run is removed. `autocast` gives a step bfloat16 mixed precision where the device
-computes bfloat16 natively.
+a finished run is removed. A step runs in float32 unless its trainer is set to bfloat16; then
+`autocast` gives it bfloat16 mixed precision where the device computes bfloat16 natively
+(`step_precision` alone decides), so by default a run computes the same on every host.
 """
 
 from __future__ import annotations

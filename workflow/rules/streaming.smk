@@ -98,7 +98,9 @@ rule streaming_pretrain:
         history="results/streaming/lms/{variant}_history.parquet",
     params:
         text=CORPUS_TEXT,
-        pretrain=pick(STREAMING["pretrain"], "arch", "steps", "batch_size", "lr", "held_out", "seeds"),
+        pretrain=pick(
+            STREAMING["pretrain"], "arch", "steps", "batch_size", "lr", "held_out", "seeds", "precision"
+        ),
         device=config["device"],
         code=code_of("streaming_pretrain.py"),
     log:

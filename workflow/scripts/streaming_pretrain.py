@@ -26,6 +26,7 @@ model, history = pretrain.train(
     settings["seeds"],
     checkpoints=pretrain.checkpoint_dir(smk.output.model),
     device=device,
+    precision=settings["precision"],
 )
 log.info("%s: final loss %.3f", smk.wildcards.variant, history[-1]["loss"])
 pretrain.save(model, smk.wildcards.variant, settings["arch"], smk.output.model, recorder.record())

@@ -50,13 +50,13 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
     tcfg = TrainConfig(**recipe["train"])
     rows, curves = [], []
     for seed in range(recipe["n_seeds"]):
-        seeds = Seeds(**{k: v + 1000 * seed for k, v in recipe["seeds"].items()})
+        seeds = Seeds(**recipe["seeds"]).replicate(seed)
         task = SwitchTask(
             cfg.width,
             recipe["length"],
             recipe["p_off"],
             "hard",
-            torch.Generator().manual_seed(seeds.data),
+            torch.Generator().manual_seed(seeds.task),
             shift=recipe["shift"],
         )
         model, curve = fit(

@@ -43,13 +43,13 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
     for length, width, wd, seed in grid:
         cfg = model_config(width, length)
         tcfg = TrainConfig(**{**recipe["train"], "weight_decay": wd})
-        seeds = Seeds(**{k: v + 1000 * seed for k, v in recipe["seeds"].items()})
+        seeds = Seeds(**recipe["seeds"]).replicate(seed)
         task = SwitchTask(
             width,
             length,
             recipe["p_off"],
             "soft",
-            torch.Generator().manual_seed(seeds.data),
+            torch.Generator().manual_seed(seeds.task),
             shift=recipe["shift"],
         )
         desc = f"D5 T={length} d={width} wd={wd} seed {seed}"

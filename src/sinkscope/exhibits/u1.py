@@ -5,20 +5,25 @@ embeddings and a dedicated sink token at position 0 (zero input plus a learned B
 of the loss). A token is returned unchanged (NOP) when <x, v> <= lambda and as gamma * x above
 (the reference: gamma = 0, lambda = 0).
 
-The trained head is read with the shared metrics: attention on the sink of NOP and non-NOP
-queries, the norm of the sink's projected value W_O v_0 and its ratio to the other tokens', the
-QK spectrum of W_Q W_K^T, and the task MSE and the RMS change of the output (separately over NOP
-and non-NOP queries) under the reference's interventions on the sink, with the attention matrix
-kept: baseline; the sink's value set to zero; the sink's value of another evaluation sequence
-(the batch rolled by one); the value of token 1 of another sequence (positive control);
-the sink's column of attention set to zero and every row renormalised (redirect).
+The main setting is trained as independent replicates: replicate r draws its own gate direction
+v, initialisation, training data and evaluation sequences (every seed + 1000 r). Each trained
+head is read with the shared metrics: attention on the sink of NOP and non-NOP queries, the norm
+of the sink's projected value W_O v_0 and its ratio to the other tokens', the QK spectrum of
+W_Q W_K^T (and of the same head at initialisation), and the task MSE and the RMS change of the
+output (separately over NOP and non-NOP queries) under the reference's interventions on the sink,
+with the attention matrix kept: baseline; the sink's value set to zero; the sink's value of
+another evaluation sequence (the batch rolled by one); the value of token 1 of another sequence
+(positive control); the sink's column of attention set to zero and every row renormalised
+(redirect).
 
-The least MSE a head can reach on the run's draw of the gate direction v when it reads only the
-LayerNorm-normalised tokens (`toys.analysis.nop_mse_floor`) is reported beside the baseline.
-
-The main run keeps its per-sequence measurements (table `examples`), so the claims carry
-percentile-bootstrap intervals over the evaluation sequences, paired across interventions. The QK
-spectrum is a property of the trained weights: exact.
+The interventions are read against the baseline of the same replicate: an intervention that
+should leave the task as it is by its MSE over the baseline's; one that breaks it by the share
+of the head's gain it undoes, (MSE - baseline) / (null - baseline) with null the MSE of a head
+that adds nothing (output = input). The baseline itself is read against the least MSE a head can
+reach on the replicate's draw of v when it reads only the LayerNorm-normalised tokens
+(`toys.analysis.nop_mse_floor`), which moves with the draw. Every claim is the mean over the
+replicates with its t-interval (`stats.over_seeds`); the donor sink value, which is the same in
+every sequence, gives the largest change of the output over the replicates, exactly.
 """
 
 from __future__ import annotations
@@ -30,9 +35,9 @@ import pandas as pd
 import torch
 
 from .. import metrics
-from ..stats import bootstrap, exact
+from ..stats import exact, over_seeds
 from ..toys.analysis import convergence, late_change, nop_mse_floor
-from ..toys.model import ToyConfig, ToyTransformer
+from ..toys.model import ToyConfig, ToyTransformer, build
 from ..toys.tasks import NopTask
 from ..toys.train import Seeds, TrainConfig, fit
 from . import Measured
@@ -44,13 +49,12 @@ INTERVENTIONS = (
     "donor non-sink value",
     "redirect sink attention",
 )
-CLAIMED = {  # claim id -> the intervention whose MSE it reports
-    "U1.mse_baseline": "baseline",
-    "U1.mse_zero_sink_value": "zero sink value",
-    "U1.mse_donor_sink_value": "donor sink value",
+UNCHANGED = {"U1.mse_zero_sink_value": "zero sink value"}  # MSE / baseline MSE
+BREAKS = {  # share of the head's gain over a head that adds nothing undone, %
     "U1.mse_donor_non_sink_value": "donor non-sink value",
     "U1.mse_redirect": "redirect sink attention",
 }
+UNIT = "replicates"
 
 
 def model_config(recipe: dict[str, Any]) -> ToyConfig:
@@ -93,6 +97,13 @@ def intervention(name: str):
     return edit
 
 
+def _peak(model: ToyTransformer) -> tuple[torch.Tensor, float]:
+    """The singular values of W_Q W_K^T of the model's head and sigma_1 / sigma_2."""
+    w = model.blocks[0].attn.per_head()
+    sigma = metrics.qk_spectrum(w["q"][0], w["k"][0])
+    return sigma, metrics.spectral_peak(sigma).item()
+
+
 @torch.no_grad()
 def _analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) -> dict[str, Any]:
     """Interventions, sink statistics and QK spectrum of a trained U1 model, with the
@@ -105,6 +116,7 @@ def _analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) 
     examples: dict[str, torch.Tensor] = {
         "n_nop": (~damped).sum(-1).cpu(),
         "n_damped": damped.sum(-1).cpu(),
+        "mse null": ((x - y) ** 2).mean(dim=(1, 2)).cpu(),  # a head that adds nothing
     }
     baseline, _ = model(x)
     for name in INTERVENTIONS:
@@ -124,8 +136,7 @@ def _analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) 
     self_share = self_mass / attn[:, 1:, 1:].sum(-1).clamp_min(1e-30)
     sink = torch.zeros(values_out.shape[0], dtype=torch.long)
     norms = values_out.norm(dim=-1)
-    w = model.blocks[0].attn.per_head()
-    sigma = metrics.qk_spectrum(w["q"][0], w["k"][0])
+    sigma, peak = _peak(model)
     events = metrics.sink_events(attn, torch.ones(attn.shape[-1], attn.shape[-1]).bool(), sink)
     examples |= {
         "value_ratio": metrics.value_norm_ratio(values_out, sink),
@@ -141,7 +152,7 @@ def _analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) 
         "self_share_nop": self_share[~damped].mean().item(),
         "sink_event_share": events["relaxed"].float().mean().item(),
         "qk_sigma": sigma,
-        "spectral_peak": metrics.spectral_peak(sigma).item(),
+        "spectral_peak": peak,
         "attn_sample": attn[0],
         "damped_sample": damped[0],
         "value_norms": norms.mean(0),
@@ -150,72 +161,85 @@ def _analyse(model: ToyTransformer, task: NopTask, eval_seed: int, n_eval: int) 
 
 
 def intervention_table(ex: pd.DataFrame) -> pd.DataFrame:
-    """The paper's table from the per-sequence measurements: per intervention, the task MSE and
-    the RMS change of the output from the baseline over NOP and over non-NOP queries."""
+    """The paper's table from one run's per-sequence measurements: per intervention, the task
+    MSE, its ratio to the baseline's, the share of the head's gain over a head that adds nothing
+    it undoes (%), and the RMS change of the output from the baseline over NOP and over non-NOP
+    queries."""
     n_nop, n_damped = ex.n_nop.sum(), ex.n_damped.sum()
-    return pd.DataFrame(
-        [
+    baseline, null = ex["mse baseline"].mean(), ex["mse null"].mean()
+    rows = []
+    for name in INTERVENTIONS:
+        mse = ex[f"mse {name}"].mean()
+        rows.append(
             {
                 "intervention": name,
-                "mse": ex[f"mse {name}"].mean(),
+                "mse": mse,
+                "mse_over_baseline": mse / baseline,
+                "gain_undone": 100 * (mse - baseline) / (null - baseline),
                 "rms_change_nop": np.sqrt(ex[f"dsq_nop {name}"].sum() / n_nop),
                 "rms_change_non_nop": np.sqrt(ex[f"dsq_damped {name}"].sum() / n_damped),
             }
-            for name in INTERVENTIONS
-        ]
-    )
+        )
+    return pd.DataFrame(rows)
+
+
+def _runs(recipe: dict[str, Any]) -> list[tuple[int, float, float]]:
+    """(replicate, gamma, p) of every run: the replicates of the main setting, then the sweep's
+    other settings (replicate 0 each)."""
+    main = (recipe["gamma"], recipe["p"])
+    sweep = [(g, p) for g in recipe["sweep"]["gamma"] for p in recipe["sweep"]["p"]]
+    return [(r, *main) for r in range(recipe["replicates"])] + [
+        (0, g, p) for g, p in dict.fromkeys(sweep) if (g, p) != main
+    ]
 
 
 def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """Train one model per (gamma, p): the main setting first, then the sweep (if any)."""
+    """Train the replicates of the main (gamma, p), then one model per other setting of the
+    sweep (if any)."""
     recipe = settings["recipe"]
     cfg = model_config(recipe)
     tcfg = TrainConfig(**recipe["train"])
-    seeds = Seeds(**recipe["seeds"])
-    runs = [(recipe["gamma"], recipe["p"])]
-    runs += [
-        (g, p) for g in recipe["sweep"]["gamma"] for p in recipe["sweep"]["p"] if (g, p) not in runs
-    ]
-    summary, curves = [], []
-    for gamma, p in runs:
+    first = Seeds(**recipe["seeds"])
+    summary, curves, examples, interventions = [], [], [], []
+    for replicate, gamma, p in _runs(recipe):
+        seeds = first.replicate(replicate)
         task = NopTask(
-            cfg.width, recipe["length"], gamma, p, torch.Generator().manual_seed(seeds.data)
+            cfg.width, recipe["length"], gamma, p, torch.Generator().manual_seed(seeds.task)
         )
+        desc = f"U1 gamma={gamma} p={p} replicate {replicate}"
         model, curve = fit(
-            cfg,
-            task,
-            tcfg,
-            seeds,
-            settings["checkpoints"],
-            settings["device"],
-            f"U1 gamma={gamma} p={p}",
+            cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], desc
         )
         res = _analyse(model, task, seeds.eval, recipe["n_eval"])
-        main = (gamma, p) == runs[0]
+        main = (gamma, p) == (recipe["gamma"], recipe["p"])
         table = intervention_table(res["examples"])
+        run = {"replicate": replicate, "gamma": gamma, "p": p}
         summary.append(
             {
-                "gamma": gamma,
-                "p": p,
+                **run,
                 "lambda": task.lam,
                 "main": main,
                 "gate_mean_component": (task.v.sum() / task.width**0.5).item(),
                 "mse_floor": nop_mse_floor(task),
                 **{f"mse {r.intervention}": r.mse for r in table.itertuples()},
+                "mse null": res["examples"]["mse null"].mean(),
                 **{
                     k: res[k]
                     for k in ("bos_mass_nop", "bos_mass_damped", "self_mass_damped")
                     + ("self_share_nop", "sink_event_share", "spectral_peak")
                 },
+                "init_spectral_peak": _peak(build(cfg, seeds.init))[1],
                 "value_ratio": res["examples"].value_ratio.mean(),
                 "sink_value_norm": res["examples"].sink_value_norm.mean(),
                 "other_value_norm": res["examples"].other_value_norm.mean(),
             }
         )
-        curves.append(curve.assign(gamma=gamma, p=p))
-        if main:
-            examples = res["examples"].rename_axis("example").reset_index()
-            interventions = table
+        curves.append(curve.assign(**run))
+        if not main:
+            continue
+        examples.append(res["examples"].rename_axis("example").reset_index().assign(**run))
+        interventions.append(table.assign(replicate=replicate))
+        if replicate == 0:
             attn = res["attn_sample"]
             n = attn.shape[0]
             attention = pd.DataFrame(
@@ -247,11 +271,11 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
             )
     return {
         "summary": pd.DataFrame(summary),
-        "interventions": interventions,
+        "interventions": pd.concat(interventions, ignore_index=True),
         "curves": pd.concat(curves),
         "attention": attention,
         "profile": profile,
-        "examples": examples,
+        "examples": pd.concat(examples, ignore_index=True),
     }
 
 
@@ -259,125 +283,162 @@ def _model(recipe: dict[str, Any]) -> str:
     return f"1-layer 1-head toy, d={recipe['width']}, L={recipe['length']} + sink, no mask"
 
 
-def _routing(bos_sum_nop, n_nop, bos_sum_damped, n_damped) -> float:
-    """Mean sink attention of the NOP queries minus that of the non-NOP queries, pooled over the
-    sequences given (sums and counts per sequence)."""
-    return bos_sum_nop.sum() / n_nop.sum() - bos_sum_damped.sum() / n_damped.sum()
+def per_replicate(ex: pd.DataFrame) -> pd.DataFrame:
+    """The statistics of the claims per replicate of the main setting, from its per-sequence
+    measurements: pooled sink attention of NOP and non-NOP queries, mean value-norm ratio, the
+    MSE of every intervention and of a head that adds nothing, and the RMS change of the output
+    under the donor sink value (all queries)."""
+    rows = []
+    for replicate, group in ex.groupby("replicate"):
+        nop, damped = group.n_nop.sum(), group.n_damped.sum()
+        donor = group["dsq_nop donor sink value"] + group["dsq_damped donor sink value"]
+        rows.append(
+            {
+                "replicate": replicate,
+                "nop_mass": group.bos_sum_nop.sum() / nop,
+                "damped_mass": group.bos_sum_damped.sum() / damped,
+                "value_ratio": group.value_ratio.mean(),
+                "sink_value_norm": group.sink_value_norm.mean(),
+                "other_value_norm": group.other_value_norm.mean(),
+                **{f"mse {name}": group[f"mse {name}"].mean() for name in INTERVENTIONS},
+                "mse null": group["mse null"].mean(),
+                "donor_rms_change": float(np.sqrt(donor.sum() / (nop + damped))),
+                "n_sequences": len(group),
+            }
+        )
+    return pd.DataFrame(rows).set_index("replicate")
 
 
-def _ratio(numerator, denominator) -> float:
-    return numerator.mean() / denominator.mean()
-
-
-def _rms(dsq, n) -> float:
-    return float(np.sqrt(dsq.sum() / n.sum()))
+def _listed(values, digits: str = ".3g") -> str:
+    return ", ".join(f"{v:{digits}}" for v in values)
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
-    """The main run's numbers with bootstrap intervals over its evaluation sequences (the QK
-    spectral peak: exact); the notes add the attention on the sink, the RMS changes per query
-    group, the training curve and the sweep."""
-    summary, curves, ex = tables["summary"], tables["curves"], tables["examples"]
-    main = summary[summary["main"]].iloc[0]
+    """The claims as means over the replicates of the main setting with their t-intervals (the
+    donor sink value's check: the largest change over the replicates, exact); the notes give the
+    per-replicate values, the absolute MSEs, the LayerNorm floors, the training curves and the
+    sweep."""
+    summary, curves = tables["summary"], tables["curves"]
+    main = summary[summary["main"]].set_index("replicate").sort_index()
     sweep = summary[~summary["main"]]
-    curve = curves[(curves.gamma == main["gamma"]) & (curves.p == main["p"])]
-    n = len(ex)
-    unit = "sequences"
-    run = f"gamma={main['gamma']}, p={main['p']} (lambda={main['lambda']:.3f}), {n} sequences"
-    column = {c: ex[c].to_numpy(float) for c in ex.columns if c != "example"}
-    routing_columns = [column[c] for c in ("bos_sum_nop", "n_nop", "bos_sum_damped", "n_damped")]
-    nop_mass = routing_columns[0].sum() / routing_columns[1].sum()
-    damped_mass = routing_columns[2].sum() / routing_columns[3].sum()
-    routing = (
-        f"{run}: NOP queries put {nop_mass:.3f} of their attention on the sink "
-        f"({int(routing_columns[1].sum())} queries), non-NOP queries {damped_mass:.3f} "
-        f"({int(routing_columns[3].sum())} queries) and {main['self_mass_damped']:.3f} on "
-        f"themselves; relaxed sink-event share {main['sink_event_share']:.2f}"
-    ) + "".join(
-        f"; gamma={r.gamma}, p={r.p}: sink attention of NOP queries {r.bos_mass_nop:.3f}, of "
-        f"non-NOP queries {r.bos_mass_damped:.3f}"
-        for _, r in sweep.iterrows()
+    reps = per_replicate(tables["examples"]).join(main[["mse_floor", "gate_mean_component"]])
+    n = len(reps)
+    run = (
+        f"gamma={main['gamma'].iloc[0]}, p={main['p'].iloc[0]} "
+        f"(lambda={main['lambda'].iloc[0]:.3f}), {n} replicates of "
+        f"{int(reps.n_sequences.iloc[0])} evaluation sequences"
     )
-    ratio = column["value_ratio"]
-    value_note = (
-        f"{run}: ||W_O v_sink|| {column['sink_value_norm'].mean():.4g}, mean over the other "
-        f"tokens {column['other_value_norm'].mean():.4g}; ratio per sequence "
-        f"{ratio.min():.4g}-{ratio.max():.4g}"
-    ) + "".join(
-        f"; gamma={r.gamma}, p={r.p}: value-norm ratio {r.value_ratio:.3f}"
-        for _, r in sweep.iterrows()
-    )
-    sigma = tables["profile"].query("kind == 'qk singular value'").value.to_numpy(float)
-    spectrum = (
-        "largest singular values of W_Q W_K^T of the trained head: "
-        + ", ".join(f"{v:.3g}" for v in sigma[:3])
-        + f" (of {len(sigma)})"
-    )
-    training = f"; eval MSE over the last fifth of training: {late_change(curve)}" + "".join(
-        f"; gamma={r.gamma}, p={r.p}: baseline MSE {r['mse baseline']:.4f}"
-        for _, r in sweep.iterrows()
-    )
-    floor = (
-        f"; least MSE of a head reading the LayerNorm-normalised tokens (no positions) on this "
-        f"draw of v: {main['mse_floor']:.4f} (LayerNorm drops each token's mean, and "
-        f"<v, 1>/sqrt(d) = {main['gate_mean_component']:+.3f} leaves the gate of tokens near the "
-        f"boundary undecided)"
-    )
-    mse = {name: column[f"mse {name}"] for name in INTERVENTIONS}
-    baseline = mse["baseline"]
+    model = _model(settings["recipe"])
 
-    def changes(name: str) -> str:
-        """RMS change of the output from the baseline per query group."""
-        nop = _rms(column[f"dsq_nop {name}"], column["n_nop"])
-        other = _rms(column[f"dsq_damped {name}"], column["n_damped"])
-        return f"RMS change of the output: NOP queries {nop:.4g}, non-NOP queries {other:.4g}"
-
-    def versus(name: str) -> str:
-        """The intervention's MSE over the baseline's, with its paired bootstrap interval."""
-        value = _ratio(mse[name], baseline)
-        interval = bootstrap(_ratio, mse[name], baseline, unit=unit)
-        return (
-            f"{run}: {name} / baseline MSE = {value:.3f} [{interval.low:.3f}, "
-            f"{interval.high:.3f}] (paired bootstrap); baseline MSE {baseline.mean():.4f}; "
-            + changes(name)
+    def measured(values, what: str, note: str, digits: str = ".3g") -> Measured:
+        """The mean over the replicates with its t-interval; the note lists the values."""
+        values = np.asarray(values, dtype=float)
+        return Measured(
+            float(values.mean()),
+            model,
+            f"{run}; {what} per replicate: {_listed(values, digits)}; {note}",
+            over_seeds(values, UNIT),
         )
 
-    model = _model(settings["recipe"])
-    fall, fall_note, fall_interval = convergence(curve, ["gamma", "p"])  # the main run
-
-    def mean_of(values, note: str) -> Measured:
-        return Measured(float(np.mean(values)), model, note, bootstrap(np.mean, values, unit=unit))
-
-    notes = {
-        "baseline": f"{run}; sink attention of NOP queries {nop_mass:.3f}, of non-NOP queries "
-        f"{damped_mass:.3f}" + floor + training,
-        "zero sink value": versus("zero sink value")
-        + f"; ||W_O v_sink|| {column['sink_value_norm'].mean():.4g}",
-        "donor sink value": versus("donor sink value"),
-        "donor non-sink value": versus("donor non-sink value"),
-        "redirect sink attention": versus("redirect sink attention")
-        + f"; NOP queries' sink attention {nop_mass:.3f}, of their attention off the sink "
-        f"{main['self_share_nop']:.3f} on themselves",
-    }
-    return {
-        "U1.sink_value_ratio": mean_of(ratio, value_note),
-        "U1.nop_routed_to_sink": Measured(
-            float(_routing(*routing_columns)),
-            model,
+    baseline = reps["mse baseline"]
+    absolute = f"baseline MSE per replicate {_listed(baseline, '.4f')}"
+    routing = reps.nop_mass - reps.damped_mass
+    sweep_routing = "".join(
+        f"; gamma={r.gamma}, p={r.p}: sink attention of NOP queries {r.bos_mass_nop:.3f}, of "
+        f"non-NOP queries {r.bos_mass_damped:.3f}, value-norm ratio {r.value_ratio:.3f}, "
+        f"baseline MSE {r['mse baseline']:.4f}"
+        for _, r in sweep.iterrows()
+    )
+    found = {
+        "U1.nop_sink_mass": measured(
+            reps.nop_mass,
+            "mean sink attention of the NOP queries",
+            f"of the non-NOP queries {_listed(reps.damped_mass)}",
+        ),
+        "U1.nop_routed_to_sink": measured(
             routing,
-            bootstrap(_routing, *routing_columns, unit=unit),
+            "sink attention of NOP minus non-NOP queries",
+            f"NOP queries {_listed(reps.nop_mass)}, non-NOP queries "
+            f"{_listed(reps.damped_mass)}; relaxed sink-event share "
+            f"{_listed(main.sink_event_share, '.2f')}" + sweep_routing,
         ),
-        "U1.qk_spectral_peak": Measured(
-            float(main["spectral_peak"]), model, spectrum, exact(main["spectral_peak"])
+        "U1.sink_value_ratio": measured(
+            reps.value_ratio,
+            "value-norm ratio ||W_O v_sink|| / mean_j ||W_O v_j||",
+            f"||W_O v_sink|| {_listed(reps.sink_value_norm, '.4g')}, mean over the other "
+            f"tokens {_listed(reps.other_value_norm, '.4g')}",
         ),
-        **{cid: mean_of(mse[name], notes[name]) for cid, name in CLAIMED.items()},
-        "U1.late_loss_fall": Measured(fall, model, fall_note, fall_interval),
+        "U1.qk_spectral_peak": measured(
+            main.spectral_peak,
+            "sigma_1 / sigma_2 of W_Q W_K^T",
+            f"the same heads at initialisation {_listed(main.init_spectral_peak)}",
+        ),
+        "U1.mse_baseline": measured(
+            baseline / reps.mse_floor,
+            "baseline MSE / least MSE of a head reading the LayerNorm-normalised tokens "
+            "(no positions) on the replicate's draw of v",
+            f"{absolute}, floor {_listed(reps.mse_floor, '.4f')} (LayerNorm drops each token's "
+            f"mean, and <v, 1>/sqrt(d) = {_listed(reps.gate_mean_component, '+.3f')} leaves "
+            f"the gate of tokens near the boundary undecided); MSE of a head that adds nothing "
+            f"{_listed(reps['mse null'], '.4f')}",
+        ),
     }
+
+    def changes(name: str) -> str:
+        """The RMS change of the output under an intervention per query group (table
+        `interventions`, per replicate)."""
+        table = tables["interventions"].query("intervention == @name")
+        return (
+            f"RMS change of the output per replicate: NOP queries "
+            f"{_listed(table.rms_change_nop, '.4g')}, non-NOP queries "
+            f"{_listed(table.rms_change_non_nop, '.4g')}"
+        )
+
+    for cid, name in UNCHANGED.items():
+        found[cid] = measured(
+            reps[f"mse {name}"] / baseline,
+            f"{name} / baseline MSE",
+            f"{absolute}; {changes(name)}; ||W_O v_sink|| {_listed(reps.sink_value_norm, '.4g')}",
+            ".4f",
+        )
+    for cid, name in BREAKS.items():
+        undone = 100 * (reps[f"mse {name}"] - baseline) / (reps["mse null"] - baseline)
+        note = (
+            f"{name} / baseline MSE {_listed(reps[f'mse {name}'] / baseline)}; {name} MSE "
+            f"{_listed(reps[f'mse {name}'], '.4f')}, {absolute}, MSE of a head that adds "
+            f"nothing {_listed(reps['mse null'], '.4f')}; {changes(name)}"
+        )
+        if name == "redirect sink attention":
+            note += (
+                f"; NOP queries' sink attention {_listed(reps.nop_mass)}, of their attention "
+                f"off the sink on themselves {_listed(main.self_share_nop)}"
+            )
+        what = f"% of the head's gain over a head that adds nothing undone by the {name}"
+        found[cid] = measured(undone, what, note)
+    donor = reps.donor_rms_change
+    found["U1.mse_donor_sink_value"] = Measured(
+        float(donor.max()),
+        model,
+        f"{run}; RMS change of the output (all queries) when the sink gets another sequence's "
+        f"sink value, per replicate: {_listed(donor, '.3g')}; donor sink value / baseline MSE "
+        f"{_listed(reps['mse donor sink value'] / baseline, '.6g')}",
+        exact(float(donor.max()), n),
+    )
+    gamma, p = main["gamma"].iloc[0], main["p"].iloc[0]
+    main_curves = curves[(curves.gamma == gamma) & (curves.p == p)]
+    fall, fall_note, fall_interval = convergence(main_curves, ["replicate"], UNIT)
+    ends = "; ".join(
+        f"replicate {r}: {late_change(c)}" for r, c in main_curves.groupby("replicate")
+    )
+    found["U1.late_loss_fall"] = Measured(
+        fall, model, f"{run}; {fall_note}; eval MSE over the last fifth: {ends}", fall_interval
+    )
+    return found
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
-    """Attention map of one sample, projected value norm by position, QK spectrum, training
-    curves."""
+    """Attention map of one sample, projected value norm by position, QK spectrum (replicate 0),
+    training curves (every run)."""
     from .. import plotting
 
     fig, axes = plotting.panels(4, width=3.6, height=3.2)
@@ -393,28 +454,31 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         clip_on=False,
         label="non-NOP query",
     )
-    axes[0].set(xlabel="key (0 = sink)", ylabel="query", title="Attention (one sample)")
+    axes[0].set(
+        xlabel="key (0 = sink)", ylabel="query", title="Attention (replicate 0, one sample)"
+    )
     axes[0].legend(loc="lower left", fontsize=7)
     fig.colorbar(im, ax=axes[0], shrink=0.8)
     prof = tables["profile"]
     vn = prof[prof.kind == "value norm"]
     axes[1].bar(vn["index"], vn["value"], color=["C3"] + ["C0"] * (len(vn) - 1))
     axes[1].set(
-        xlabel="position (0 = sink)", ylabel="mean ||W_O v||", title="Value norm by position"
+        xlabel="position (0 = sink)", ylabel="mean ||W_O v||", title="Value norm (replicate 0)"
     )
     sv = prof[prof.kind == "qk singular value"]
     axes[2].semilogy(sv["index"] + 1, sv["value"], "o-", ms=3)
-    axes[2].set(xlabel="index k", ylabel="sigma_k of W_Q W_K^T", title="QK spectrum")
-    for (g, p), c in tables["curves"].groupby(["gamma", "p"]):
-        axes[3].semilogy(c.step, c.eval_loss, label=f"gamma={g}, p={p}")
-    axes[3].set(xlabel="step", ylabel="eval MSE", title="Training curves")
-    axes[3].legend(fontsize=7)
+    axes[2].set(xlabel="index k", ylabel="sigma_k of W_Q W_K^T", title="QK spectrum (replicate 0)")
+    for (r, g, p), c in tables["curves"].groupby(["replicate", "gamma", "p"]):
+        axes[3].semilogy(c.step, c.eval_loss, label=f"replicate {r}, gamma={g}, p={p}")
+    axes[3].set(xlabel="step", ylabel="eval MSE", title="Training curves (every run)")
+    axes[3].legend(fontsize=6)
     fig.suptitle(
         plotting.title(
             settings["scale"],
             "U1",
             "conditional damping (NOP task): attention, value norms, QK spectrum",
             _model(settings["recipe"]),
+            width=75,  # the 2 x 2 grid is narrower than the default wrap
         )
     )
     return fig

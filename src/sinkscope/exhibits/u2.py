@@ -82,9 +82,9 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
     tcfg = TrainConfig(**recipe["train"])
     rows, curves = [], []
     for seed in range(recipe["n_seeds"]):
-        seeds = Seeds(**{k: v + 1000 * seed for k, v in recipe["seeds"].items()})
+        seeds = Seeds(**recipe["seeds"]).replicate(seed)
         task = BroadcastTask(
-            cfg.width, recipe["length"], recipe["alpha"], torch.Generator().manual_seed(seeds.data)
+            cfg.width, recipe["length"], recipe["alpha"], torch.Generator().manual_seed(seeds.task)
         )
         model, curve = fit(
             cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], f"U2 seed {seed}"

@@ -114,13 +114,14 @@ def train(
     seeds: dict[str, int],
     checkpoints: str | Path | None = None,
     device: str = "cpu",
+    precision: str = "float32",
 ) -> tuple[LlamaForCausalLM, list[dict[str, float]]]:
     """Train one variant: AdamW, linear warm-up then cosine decay; returns the model and losses.
 
     With a `checkpoints` folder (e.g. `checkpoint_dir` of the output) an interrupted run resumes
-    from its last checkpoint there; without one nothing is saved. The steps run in bfloat16
-    mixed precision where the device computes it natively (`training.autocast`: CUDA, CPUs with
-    AMX or AVX512-BF16), else in float32; the batches are drawn on the CPU either way.
+    from its last checkpoint there; without one nothing is saved. The steps run in float32, or
+    with `precision="bfloat16"` in bfloat16 mixed precision where the device computes it natively
+    (`training.autocast`); the batches are drawn on the CPU either way.
     """
     model = build_model(variant, arch, seeds["init"]).to(device)
     model.train()
@@ -150,7 +151,7 @@ def train(
 
     def step(index: int, batch) -> tuple[torch.Tensor, tuple[torch.Tensor]]:
         ids, labels = batch
-        with training.autocast(device, "bfloat16"):
+        with training.autocast(device, precision):
             loss = model(input_ids=ids, labels=labels).loss
         return loss, (loss,)
 
@@ -160,7 +161,17 @@ def train(
     checkpoint = None
     if checkpoints is not None:
         data = hashlib.sha256(train_ids.tobytes()).hexdigest()
-        settings = (arch, steps, batch_size, lr, seeds, data, torch.device(device).type)
+        precision_run = training.step_precision(device, precision)
+        settings = (
+            arch,
+            steps,
+            batch_size,
+            lr,
+            seeds,
+            data,
+            torch.device(device).type,
+            precision_run,
+        )
         checkpoint = training.checkpoint_file(checkpoints, variant, *settings, code=(train,))
     history = training.run(
         model,
@@ -195,29 +206,3 @@ def load(path) -> tuple[LlamaForCausalLM, str]:
     model = build_model(checkpoint["variant"], checkpoint["arch"], seed=0)
     model.load_state_dict(checkpoint["state"])
     return model.eval(), checkpoint["variant"]
-
-
-@torch.no_grad()
-def first_token_mass(model: LlamaForCausalLM, windows: torch.Tensor) -> list[dict[str, float]]:
-    """Per window and layer, means over heads: the first key's alpha (mean attention of the
-    queries that see it, `sinkscope.metrics.first_token_alpha`) and the weight left on the sink
-    logit by queries i >= 1."""
-    from ..metrics import causal_mask, first_token_alpha
-
-    device = next(model.parameters()).device
-    out = model(input_ids=windows.to(device), output_attentions=True)
-    visible = causal_mask(windows.shape[1])
-    rows = []
-    for layer, attn in enumerate(a.float().cpu() for a in out.attentions):
-        first = first_token_alpha(attn, visible).mean(-1)  # (batch,): mean over heads
-        spare = (1 - attn.sum(-1)[..., 1:].mean(-1)).mean(-1)  # weight left on the sink logit
-        rows += [
-            {
-                "window": window,
-                "layer": layer,
-                "first_token_mass": float(first[window]),
-                "sink_logit_mass": float(spare[window]),
-            }
-            for window in range(len(windows))
-        ]
-    return rows

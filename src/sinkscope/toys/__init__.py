@@ -1,1 +1,2 @@
-"""Small transformers trained on the synthetic tasks of seeds U and D (toys stage)."""
+"""Small transformers trained on the synthetic tasks of the Unifying View and of Sink vs diagonal
+(toys stage)."""

@@ -12,7 +12,7 @@ import torch
 from scipy import stats
 
 from .. import metrics
-from ..stats import Interval, exact, over_seeds
+from ..stats import Interval, over_seeds
 from .model import ToyTransformer
 from .tasks import NopTask, SwitchTask
 
@@ -30,14 +30,9 @@ def late_slope(curve: pd.DataFrame) -> tuple[float, float, float, float]:
     return float(window_steps[0]), float(window_loss[0]), float(window_loss[-1]), float(slope)
 
 
-def _over_runs(values: np.ndarray, basis: str) -> Interval:
-    """The interval of a control measured per run: exact for one run (the control of that
-    run), else the t-interval of the mean over the runs."""
-    return exact(values[0]) if len(values) == 1 else over_seeds(values, basis)
-
-
 # converged: the fitted evaluation loss falls over the last fifth of training by at most this
-# share of its end value
+# share of its end value. Were it to keep falling at that rate for as many steps again, a ratio
+# to the end loss would move by at most 5 %: half the 10 % tolerance of U1's ratio claims.
 CONVERGED_FALL = 0.05
 
 
@@ -48,12 +43,15 @@ def late_fall(curve: pd.DataFrame) -> float:
     return -slope * (curve.step.max() - first) / 1000 / end
 
 
-def convergence(curves: pd.DataFrame, keys: list[str]) -> tuple[float, str, Interval]:
+def convergence(
+    curves: pd.DataFrame, keys: list[str], unit: str = "seeds"
+) -> tuple[float, str, Interval]:
     """The convergence control of a toy's claims: the `late_fall` of each run (its curve's rows
     share `keys`) in % of the end loss; their mean, a note listing them and the precision of the
-    training steps, and the t-interval over the runs (exact for one run)."""
+    training steps, and the t-interval over the runs named `unit` (`stats.over_seeds`: none for
+    one run)."""
     falls = np.array([100 * late_fall(curve) for _, curve in curves.groupby(keys)])
-    interval = _over_runs(falls, "seeds")
+    interval = over_seeds(falls, unit)
     note = (
         "fitted fall of the eval MSE over the last fifth of training, % of the end loss, per "
         "run: "
@@ -63,7 +61,8 @@ def convergence(curves: pd.DataFrame, keys: list[str]) -> tuple[float, str, Inte
     return float(falls.mean()), note, interval
 
 
-# solved: the final evaluation MSE is at most this share of the MSE of a head that adds nothing
+# solved: the final evaluation MSE is at most this share of the MSE of a head that adds nothing:
+# the head carries at least 99 % of the task, so the pattern it learned is the one that solves it
 SOLVED_RESIDUAL = 0.01
 
 
@@ -71,11 +70,11 @@ def solved(runs: pd.DataFrame) -> tuple[float, str, Interval]:
     """The convergence control of a task a head can solve exactly (D4, D5): per run (a row of
     `switch_stats`), the final evaluation MSE in % of the null MSE (output = input: what a head
     that adds nothing leaves); their mean, a note listing them, and the t-interval over the
-    runs (seeds, and D5's settings, taken as replicates). A loss that decays towards an exact
-    zero keeps falling in relative terms however long it trains, so the share of the task left
-    unsolved, not the late fall, says it has converged."""
+    runs (seeds, and D5's settings, taken as replicates; none for one run). A loss that decays
+    towards an exact zero keeps falling in relative terms however long it trains, so the share
+    of the task left unsolved, not the late fall, says it has converged."""
     residual = (100 * runs.mse / runs.null_mse).to_numpy()
-    interval = _over_runs(residual, "runs")
+    interval = over_seeds(residual, "runs")
     within = int((residual <= 100 * SOLVED_RESIDUAL).sum())
     note = (
         "final eval MSE, % of the MSE of a head that adds nothing, per run: "

@@ -1,19 +1,21 @@
 """Seeded AdamW training of a toy model in the shared resumable loop (`sinkscope.training`).
 
-Three separate seeds: `init` (the model's parameters), `data` (the training batches) and
-`eval` (a fixed evaluation batch). The learning rate warms up linearly over `warmup` steps
+Four separate seeds: `task` (the task's fixed vectors and matrices, drawn by the exhibit),
+`init` (the model's parameters), `data` (the training batches) and `eval` (a fixed evaluation
+batch). The learning rate warms up linearly over `warmup` steps
 (none with 0, as in the reference recipes of the toys) and then stays constant (`clip` None,
 the default, leaves the gradient unclipped), so a run of N steps is the prefix of a run of
 M > N steps; a resumed run continues exactly where an interrupted one stopped (the checkpoint
-holds the data generator's state). With `precision` bfloat16 the training step runs under
-bfloat16 autocast where the device computes bfloat16 natively (CUDA; CPUs with AMX or
-AVX512-BF16: `training.native_bfloat16`), in float32 elsewhere; the evaluation loss is float32.
-The curve records the precision the steps ran in.
+holds the data generator's state). The steps run in float32 unless `precision` is bfloat16:
+then under bfloat16 autocast where the device computes bfloat16 natively (CUDA; CPUs with AMX or
+AVX512-BF16: `training.step_precision`), in float32 elsewhere; the evaluation loss is float32.
+So by default a run computes the same on every host. The curve records the precision the steps
+ran in.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ class TrainConfig:
     eval_batch: int = 512
     log_every: int = 10
     checkpoint_every: int = 200
-    precision: str = "bfloat16"  # bfloat16 | float32: autocast of the training step (see above)
+    precision: str = "float32"  # float32 | bfloat16: autocast of the training step (see above)
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,11 @@ class Seeds:
     init: int
     data: int
     eval: int
+    task: int = 0
+
+    def replicate(self, index: int) -> Seeds:
+        """The seeds of replicate `index`: each seed shifted by 1000 * index."""
+        return Seeds(**{name: seed + 1000 * index for name, seed in asdict(self).items()})
 
 
 def task_loss(model: ToyTransformer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
