@@ -1,411 +1,184 @@
-r"""D6: representation cost of a sink vs a diagonal pattern, as a function of context length T.
+"""D6: representation cost of a sink vs a diagonal pattern, against the context length T.
 
-A bilinear score s_ij = x_i^T W_QK x_j between query token i and key token j, with a BOS (sink)
-token x_0 and T context tokens x_1..x_T; each context token is a query. Target key: 0 (sink) or
-i (diagonal). Two settings:
-
-**Aligned (the claims).** The paper's condition for a sink: the sink embedding is aligned (here
-anti-aligned, as pretrained LMs show in D1) with every other embedding. Unit embeddings in
-R^{T+1} with an orthonormal basis u, e_1..e_T: x_0 = u, x_i = -a u + b e_i (a = `alignment`,
-b = sqrt(1 - a^2)), so cos(x_0, x_i) = -a and the context tokens are orthogonal otherwise. Every
-query sees every key (copy-paste) and must put at least 1 - eps of its attention on its target:
-sum_{j != t} exp(s_ij - s_it) <= delta = eps / (1 - eps), a convex constraint on W.
-
-Closed forms (derived here; L = log(T / delta)). The minimal-norm W with given scores is
-W = Q^+ S (.)^+ (compressing W onto the spans of the queries and keys lowers every unitarily
-invariant norm), and the problem is convex and symmetric under permutations of the context
-tokens, so the optimal scores are symmetric: for the sink every competitor j of query i has
-s_ij - s_i0 = beta_ii or beta (i != j); the 1-direction and its complement diagonalise
-Q Q^T = a^2 11^T + b^2 I and K K^T = (1 + a)^2 11^T + b^2 I (K: key differences x_j - x_0), and
-Jensen puts all competitors at -L. The minimum is rank one, so both norms equal
-
-    sink:      T L / sqrt((a^2 T + b^2) ((1 + a)^2 T + b^2))   ->  L / (a (1 + a)) for large T,
-
-i.e. log T, where one-hot tokens (a = 0) give T L / sqrt(T + 1) ~ sqrt(T) log T. Diagonal: with
-A = self minus sink score, B = self minus other score (e^{-A} + (T - 1) e^{-B} <= delta) and a
-free shift tau of the self score, the singular values are B / b^2 (T - 1 times) and
-sqrt(f) / sqrt(a^2 T + b^2), f = T (tau - A)^2 + (B + ((1 + a) tau - a A - B) T)^2 / b^2, so
-
-    diagonal:  nuclear = min (T - 1) B / b^2 + sqrt(min_tau f / (a^2 T + b^2)),
-               Frobenius^2 = min (T - 1) B^2 / b^4 + min_tau f / (a^2 T + b^2),
-
-minimised over A on the constraint's boundary (one scalar minimisation; tau by least squares):
-about (T - 1) L / b^2, i.e. T log T.
-
-**One-hot (second table).** One-hot embeddings (no alignment: cos(x_0, x_i) = 0), a fixed logit
-margin m: every query scores its target at least m above every other key it sees. Two context
-distributions: `bigram` copying (causal: query i sees keys 0..i) and `copy-paste` (keys 0..T).
-W_VO must send the attended value to the head's output: a sink needs W_VO e_0 = 0 (the skip
-connection keeps the token), a diagonal needs W_VO e_i = o_i, the token's output embedding
-(orthonormal: the copy or the bigram successor). Closed forms (n_i = number of competitors of
-query i: T for copy-paste, i for bigram, for both patterns):
-- one query row with n competitors: min ||r||_2 s.t. r_t - r_j >= m is m sqrt(n / (n + 1))
-  (r_t = a, r_j = a - m, a = m n / (n + 1)); rows are independent, so for both patterns
-  min ||W_QK||_F = m sqrt(sum_i n_i / (n_i + 1)); copy-paste: m T / sqrt(T + 1).
-- sink, copy-paste: the rows are equal, W = 1 r^T is rank one, so min ||W_QK||_* equals the
-  Frobenius minimum m T / sqrt(T + 1) (nuclear >= Frobenius): slope 1/2.
-- diagonal, copy-paste: the Frobenius minimiser W = m [0 | I] - m/(T+1) 1 1^T has singular
-  values m (T - 1 times) and m / sqrt(T + 1): ||W||_* = m (T - 1 + 1/sqrt(T + 1)), slope 1 (the
-  aligned diagonal formula at a = 0, A = B = m).
-- W_VO: sink 0; diagonal min ||W_VO||_F = sqrt(T), ||W_VO||_* = T.
-- sink, bigram: the same rank-one W = 1 r^T (r = a e_0 - b sum_j e_j, a + b = m) meets the
-  causal constraints, so m T / sqrt(T + 1) bounds the nuclear minimum from above (the
-  measurement reaches it); the bigram diagonal nuclear minimum is measured only.
-
-Measured: minimum norms under the constraints, by an augmented Lagrangian on W (Frobenius,
-convex) or on W = U V^T with (||U||^2 + ||V||^2)/2 (nuclear, Burer-Monteiro), in float64; the
-result is scaled to be exactly feasible, so it bounds the minimum from above. Log-log slopes are
-least-squares fits over the T grid; their intervals bootstrap the T points (the spread of the
-fitted exponent over subsets of the grid: a curve that is not a power law gets a wide one).
+The least Frobenius and nuclear norms of W_QK and W_VO that make every query attend to the first
+token (sink) or to itself (diagonal), measured by the minimal-norm solver of
+`sinkscope.toys.cost` and set beside its closed forms. Settings: `orthonormal`, the paper's
+(orthonormal tokens in d = T + 1, logits scaled by 1/sqrt(d)), under both criteria (a logit
+margin; at least 1 - eps of the attention on the target) and both tasks (bigram copying,
+copy-paste); and `aligned`, an extension beyond the paper (tokens at cosine -a to the sink,
+attention mass, copy-paste) with no claims. Log-log slopes are least-squares fits over the T grid;
+their spread over sub-ranges of the grid says how far a curve is from a power law (the minima are
+deterministic: there is no sampling).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
-from scipy.optimize import minimize, minimize_scalar
 
-from ..stats import Interval, bootstrap, loglog_slope, undecided
+from ..stats import Interval, exact, loglog_slope, undecided
+from ..toys import cost
 from . import Measured
 
-DISTRIBUTIONS = ("bigram", "copy-paste")
-PATTERNS = ("sink", "diagonal")
-NORMS = ("frobenius", "nuclear")
-CURVE = ["setting", "distribution", "pattern", "matrix", "norm"]
-
-# ---------------------------------------------------------------------------------------------
-# one-hot setting: fixed logit margin
+CURVE = ["setting", "criterion", "distribution", "pattern", "matrix", "norm"]
+FIT_BASIS = "fits over sub-ranges of T"
+CLAIMED = ("orthonormal", "margin", "copy-paste")  # the claims' curves: nuclear norm of W_QK
+SETTING = "orthonormal tokens in d = T + 1, logits scaled by 1/sqrt(d)"
 
 
-def constraints(length: int, pattern: str, distribution: str) -> np.ndarray:
-    """Rows (query, target key, competitor key) of the pattern's margin constraints."""
-    rows = []
-    for i in range(1, length + 1):
-        target = 0 if pattern == "sink" else i
-        last = i if distribution == "bigram" else length
-        rows += [(i, target, j) for j in range(last + 1) if j != target]
-    return np.array(rows)
+def _levels(recipe: dict[str, Any]) -> dict[str, float]:
+    return {"margin": recipe["margin"], "mass": recipe["eps"]}
 
 
-def closed_form(length: int, pattern: str, distribution: str, margin: float) -> dict[str, float]:
-    """The one-hot closed forms of the module docstring (NaN where none is derived)."""
-    t = length
-    n = np.full(t, t) if distribution == "copy-paste" else np.arange(1, t + 1)
-    frob = margin * np.sqrt(np.sum(n / (n + 1)))
-    nuclear = np.nan
-    if pattern == "sink":
-        nuclear = margin * t / np.sqrt(t + 1)
-    elif distribution == "copy-paste":
-        nuclear = margin * (t - 1 + 1 / np.sqrt(t + 1))
-    vo = (0.0, 0.0) if pattern == "sink" else (np.sqrt(t), float(t))
-    return {"qk_frobenius": frob, "qk_nuclear": nuclear, "vo_frobenius": vo[0], "vo_nuclear": vo[1]}
+def _lengths(recipe: dict[str, Any]) -> list[int]:
+    lengths = list(recipe["lengths"])
+    if len(set(lengths)) != len(lengths):
+        raise ValueError(f"toys.D6.lengths must not repeat a length: {lengths}")
+    return sorted(lengths)
 
 
-# a constraint: W -> (h, vjp) with h >= 0 wanted and vjp(weights) = d(weights . h)/dW
-Constraint = Callable[[np.ndarray], tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]]
-
-
-def _augmented_lagrangian(
-    constraint: Constraint,
-    shape: tuple[int, int],
-    norm: str,
-    outer: int,
-    inner: int,
-    seed: int,
-) -> np.ndarray:
-    """The W of least Frobenius or nuclear norm with constraint(W) >= 0 (approximately).
-
-    Augmented Lagrangian (multipliers y, penalty mu) over W itself (Frobenius) or over
-    W = U V^T with objective (|U|^2 + |V|^2) / 2 (nuclear, whose minimum over factorisations is
-    ||W||_*); inner problems by L-BFGS-B.
-    """
-    rng = np.random.default_rng(seed)
-    rows, cols = shape
-    rank = min(rows, cols)
-    sizes = [rows * cols] if norm == "frobenius" else [rows * rank, cols * rank]
-
-    def unpack(z: np.ndarray) -> list[np.ndarray]:
-        if norm == "frobenius":
-            return [z.reshape(rows, cols)]
-        return [z[: sizes[0]].reshape(rows, rank), z[sizes[0] :].reshape(cols, rank)]
-
-    def matrix(parts: list[np.ndarray]) -> np.ndarray:
-        return parts[0] if norm == "frobenius" else parts[0] @ parts[1].T
-
-    def objective(z: np.ndarray, mult: np.ndarray, mu: float):
-        parts = unpack(z)
-        h, vjp = constraint(matrix(parts))
-        active = np.maximum(0.0, mult - mu * h)
-        value = 0.5 * (z @ z) + ((active**2 - mult**2).sum()) / (2 * mu)
-        grad_w = vjp(-active)
-        if norm == "frobenius":
-            return value, z + grad_w.ravel()
-        u, v = parts
-        return value, z + np.concatenate([(grad_w @ v).ravel(), (grad_w.T @ u).ravel()])
-
-    z = np.zeros(sum(sizes)) if norm == "frobenius" else 0.1 * rng.standard_normal(sum(sizes))
-    mult, mu = np.zeros(len(constraint(matrix(unpack(z)))[0])), 10.0
-    for _ in range(outer):
-        z = minimize(
-            objective, z, args=(mult, mu), jac=True, method="L-BFGS-B", options={"maxiter": inner}
-        ).x
-        mult = np.maximum(0.0, mult - mu * constraint(matrix(unpack(z)))[0])
-        mu = min(2 * mu, 1e4)
-    return matrix(unpack(z))
-
-
-def _norm(w: np.ndarray, norm: str) -> float:
-    sigma = np.linalg.svd(w, compute_uv=False)
-    return float(np.sqrt((sigma**2).sum()) if norm == "frobenius" else sigma.sum())
-
-
-def min_norm(
-    cons: np.ndarray,
-    shape: tuple[int, int],
-    margin: float,
-    norm: str,
-    outer: int = 12,
-    inner: int = 500,
-    seed: int = 0,
-) -> float:
-    """Minimal Frobenius or nuclear norm of W (shape) with W[i,t] - W[i,j] >= margin (one-hot
-    tokens: the score matrix is W). The result is rescaled to be exactly feasible, so it is an
-    upper bound that converges to the minimum."""
-    i, t, j = np.asarray(cons).T
-    flat_t, flat_j = i * shape[1] + t, i * shape[1] + j
-    size = shape[0] * shape[1]
-
-    def constraint(w: np.ndarray):
-        def vjp(weights: np.ndarray) -> np.ndarray:
-            return (
-                np.bincount(flat_t, weights, size) - np.bincount(flat_j, weights, size)
-            ).reshape(shape)
-
-        return w[i, t] - w[i, j] - margin, vjp
-
-    w = _augmented_lagrangian(constraint, shape, norm, outer, inner, seed)
-    w = w * (margin / (w[i, t] - w[i, j]).min())  # exactly feasible: scaling keeps the pattern
-    return _norm(w, norm)
-
-
-def min_vo(length: int, pattern: str) -> tuple[float, float]:
-    """Minimal-norm W_VO (least squares) with W e_0 = 0 (sink) or W e_i = o_i (diagonal)."""
-    if pattern == "sink":
-        return 0.0, 0.0
-    emb = torch.eye(length + 1, dtype=torch.float64)[1:]  # inputs e_1..e_T
-    out = torch.eye(length, dtype=torch.float64).roll(1, 0)  # bigram successor (permutation)
-    w = torch.linalg.lstsq(emb, out).solution
-    sigma = torch.linalg.svdvals(w)
-    return sigma.pow(2).sum().sqrt().item(), sigma.sum().item()
-
-
-# ---------------------------------------------------------------------------------------------
-# aligned setting: at least 1 - eps of the attention on the target
-
-
-def aligned_embeddings(length: int, alignment: float) -> np.ndarray:
-    """Rows x_0 = u, x_i = -a u + b e_i (i = 1..T) in the basis (u, e_1..e_T)."""
-    x = np.zeros((length + 1, length + 1))
-    x[0, 0] = 1.0
-    x[1:, 0] = -alignment
-    x[1:, 1:] = np.sqrt(1 - alignment**2) * np.eye(length)
-    return x
-
-
-def _off_target(eps: float) -> float:
-    """delta: the largest sum of exp(score - target score) over the competitors."""
-    return eps / (1 - eps)
-
-
-def min_norm_attention(
-    embeddings: np.ndarray,
-    targets: np.ndarray,
-    eps: float,
-    norm: str,
-    outer: int = 12,
-    inner: int = 500,
-    seed: int = 0,
-) -> float:
-    """Minimal Frobenius or nuclear norm of W_QK such that every context query i (rows 1.. of
-    `embeddings`) puts at least 1 - eps of its softmax attention over all keys on key
-    targets[i - 1]. The result is rescaled to be exactly feasible (an upper bound)."""
-    x = np.asarray(embeddings, dtype=float)
-    queries, n = x[1:], len(x) - 1
-    rows = np.arange(n)
-    competitor = np.ones((n, len(x)), dtype=bool)
-    competitor[rows, targets] = False
-    log_delta = np.log(_off_target(eps))
-
-    def constraint(w: np.ndarray):
-        scores = queries @ w @ x.T
-        gaps = np.where(competitor, scores - scores[rows, targets][:, None], -np.inf)
-        top = gaps.max(1, keepdims=True)
-        weights = np.exp(gaps - top)
-        total = weights.sum(1, keepdims=True)
-        share = weights / total
-        share[rows, targets] = -1.0  # d logsumexp / d scores, row by row
-
-        def vjp(outer_weights: np.ndarray) -> np.ndarray:
-            return -(queries.T @ (outer_weights[:, None] * share) @ x)
-
-        return log_delta - (top[:, 0] + np.log(total[:, 0])), vjp
-
-    w = _augmented_lagrangian(constraint, (len(x), len(x)), norm, outer, inner, seed)
-    low, high = 0.0, 1.0
-    while constraint(high * w)[0].min() < 0:  # a larger scale sharpens the pattern ...
-        low, high = high, 2 * high
-        if high > 2.0**64:  # ... unless a competitor outscores the target
-            raise ValueError("the minimiser did not reach the pattern: raise `outer` or `inner`")
-    for _ in range(100):
-        middle = (low + high) / 2
-        low, high = (middle, high) if constraint(middle * w)[0].min() < 0 else (low, middle)
-    return _norm(high * w, norm)
-
-
-def aligned_closed_form(length: int, pattern: str, alignment: float, eps: float) -> dict:
-    """The aligned closed forms of the module docstring: {frobenius, nuclear}."""
-    t, a = length, alignment
-    b2, delta = 1 - a**2, _off_target(eps)
-    if pattern == "sink":
-        value = t * np.log(t / delta) / np.sqrt((a**2 * t + b2) * ((1 + a) ** 2 * t + b2))
-        return {"frobenius": float(value), "nuclear": float(value)}
-
-    def terms(self_over_sink: float) -> tuple[float, float]:
-        """B on the constraint's boundary and min over tau of f."""
-        # with no other context token (T = 1) B does not enter
-        other = 0.0 if t == 1 else -np.log((delta - np.exp(-self_over_sink)) / (t - 1))
-        # f = (c1 tau - r1)^2 + (c2 tau - r2)^2, least squares in tau
-        c1, r1 = np.sqrt(t), np.sqrt(t) * self_over_sink
-        c2 = t * (1 + a) / np.sqrt(b2)
-        r2 = (t * (a * self_over_sink + other) - other) / np.sqrt(b2)
-        tau = (c1 * r1 + c2 * r2) / (c1**2 + c2**2)
-        return other, (c1 * tau - r1) ** 2 + (c2 * tau - r2) ** 2
-
-    def nuclear(s: float) -> float:
-        other, f = terms(s)
-        return (t - 1) * other / b2 + np.sqrt(f / (a**2 * t + b2))
-
-    def frobenius(s: float) -> float:
-        other, f = terms(s)
-        return np.sqrt((t - 1) * other**2 / b2**2 + f / (a**2 * t + b2))
-
-    lowest = -np.log(delta)  # A > log(1 / delta): the sink alone must stay below delta
-    found = {}
-    for name, cost in (("frobenius", frobenius), ("nuclear", nuclear)):
-        if t == 1:
-            found[name] = float(cost(lowest))
-            continue
-        best = minimize_scalar(
-            cost, bounds=(lowest + 1e-12, lowest + 60), method="bounded", options={"xatol": 1e-10}
+def _solve(recipe: dict[str, Any], x: np.ndarray, distribution: str, pattern: str, criterion: str):
+    """Numerical minima of W_QK's norms, {norm: value}."""
+    length = len(x) - 1
+    return {
+        norm: cost.min_qk_norm(
+            x,
+            cost.visible(length, distribution),
+            cost.targets(length, pattern),
+            criterion,
+            _levels(recipe)[criterion],
+            norm,
+            recipe["outer"],
+            recipe["inner"],
+            recipe["seed"],
         )
-        found[name] = float(best.fun)
-    return found
+        for norm in cost.NORMS
+    }
 
 
-# ---------------------------------------------------------------------------------------------
-# tables, claims, figure
-
-
-def _model(recipe: dict[str, Any]) -> str:
-    return (
-        f"bilinear attention, embeddings anti-aligned with the sink (cosine -{recipe['alignment']})"
-        f", >= {1 - recipe['eps']:g} of the attention on the target"
-    )
-
-
-def _one_hot_rows(recipe: dict[str, Any]) -> list[dict[str, Any]]:
+def _orthonormal_rows(recipe: dict[str, Any], length: int) -> list[dict[str, Any]]:
+    x = cost.orthonormal_embeddings(length)
     rows = []
-    for length in recipe["lengths"]:
-        for distribution in DISTRIBUTIONS:
-            for pattern in PATTERNS:
-                cons = constraints(length, pattern, distribution)
-                shape = (length + 1, length + 1)
-                measured = {
-                    f"qk_{norm}": min_norm(
-                        cons,
-                        shape,
-                        recipe["margin"],
-                        norm,
-                        recipe["outer"],
-                        recipe["inner"],
-                        recipe["seed"],
+    for pattern in cost.PATTERNS:
+        vo, vo_closed = cost.min_vo_norm(length, pattern), cost.closed_form_vo(length, pattern)
+        for criterion in cost.CRITERIA:
+            level = _levels(recipe)[criterion]
+            for distribution in cost.DISTRIBUTIONS:
+                qk = _solve(recipe, x, distribution, pattern, criterion)
+                for norm in cost.NORMS:
+                    qk_closed = cost.closed_form_qk(
+                        length, pattern, distribution, criterion, level, norm
                     )
-                    for norm in NORMS
-                }
-                measured["vo_frobenius"], measured["vo_nuclear"] = min_vo(length, pattern)
-                theory = closed_form(length, pattern, distribution, recipe["margin"])
-                for key, value in measured.items():
-                    matrix, norm = key.split("_")
-                    rows.append(
-                        {
-                            "setting": "one-hot",
-                            "T": length,
-                            "distribution": distribution,
-                            "pattern": pattern,
-                            "matrix": f"W_{matrix.upper()}",
-                            "norm": norm,
-                            "measured": value,
-                            "closed_form": theory[key],
-                        }
-                    )
+                    for matrix, measured, closed in (
+                        ("W_QK", qk[norm], qk_closed),
+                        ("W_VO", vo[norm], vo_closed[norm]),
+                    ):
+                        rows.append(
+                            {
+                                "setting": "orthonormal",
+                                "T": length,
+                                "d": length + 1,
+                                "criterion": criterion,
+                                "distribution": distribution,
+                                "pattern": pattern,
+                                "matrix": matrix,
+                                "norm": norm,
+                                "measured": measured,
+                                "closed_form": closed,
+                            }
+                        )
     return rows
 
 
-def _aligned_rows(recipe: dict[str, Any]) -> list[dict[str, Any]]:
+def _aligned_rows(recipe: dict[str, Any], length: int) -> list[dict[str, Any]]:
+    x = cost.aligned_embeddings(length, recipe["alignment"])
     rows = []
-    for length in recipe["lengths"]:
-        x = aligned_embeddings(length, recipe["alignment"])
-        for pattern in PATTERNS:
-            targets = np.zeros(length, int) if pattern == "sink" else np.arange(1, length + 1)
-            theory = aligned_closed_form(length, pattern, recipe["alignment"], recipe["eps"])
-            for norm in NORMS:
-                measured = min_norm_attention(
-                    x,
-                    targets,
-                    recipe["eps"],
-                    norm,
-                    recipe["outer"],
-                    recipe["inner"],
-                    recipe["seed"],
-                )
-                rows.append(
-                    {
-                        "setting": "aligned",
-                        "T": length,
-                        "distribution": "copy-paste",
-                        "pattern": pattern,
-                        "matrix": "W_QK",
-                        "norm": norm,
-                        "measured": measured,
-                        "closed_form": theory[norm],
-                    }
-                )
+    for pattern in cost.PATTERNS:
+        qk = _solve(recipe, x, "copy-paste", pattern, "mass")
+        theory = cost.aligned_closed_form(length, pattern, recipe["alignment"], recipe["eps"])
+        for norm in cost.NORMS:
+            rows.append(
+                {
+                    "setting": "aligned",
+                    "T": length,
+                    "d": length + 1,
+                    "criterion": "mass",
+                    "distribution": "copy-paste",
+                    "pattern": pattern,
+                    "matrix": "W_QK",
+                    "norm": norm,
+                    "measured": qk[norm],
+                    "closed_form": theory[norm],
+                }
+            )
     return rows
 
 
 def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """Measured minimal norms and closed forms per setting, T, distribution, pattern, matrix and
-    norm; the log-log slope of each measured curve with its interval."""
+    """Numerical minima and closed forms per setting, criterion, T, task, pattern, matrix and
+    norm (`norms`); per curve the log-log slope of the minima, its spread over sub-ranges of the
+    T grid and the closed form's slope (`slopes`)."""
     recipe = settings["recipe"]
-    norms = pd.DataFrame(_aligned_rows(recipe) + _one_hot_rows(recipe))
+    rows = []
+    for length in _lengths(recipe):
+        rows += _orthonormal_rows(recipe, length) + _aligned_rows(recipe, length)
+    norms = pd.DataFrame(rows)
     return {"norms": norms, "slopes": slopes(norms)}
 
 
-def _slope_gap(lengths: np.ndarray, first: np.ndarray, second: np.ndarray) -> float:
-    """Slope of the second curve minus slope of the first (paired by T)."""
-    return loglog_slope(lengths, second) - loglog_slope(lengths, first)
+def subrange_slopes(lengths: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Log-log slopes over every run of consecutive lengths of the sorted grid that holds at
+    least half of them (and at least two)."""
+    n = len(lengths)
+    shortest = max(2, math.ceil(n / 2))
+    return np.array(
+        [
+            loglog_slope(lengths[start:stop], values[start:stop])
+            for start in range(n)
+            for stop in range(start + shortest, n + 1)
+        ]
+    )
 
 
-def _over_lengths(statistic, lengths: np.ndarray, *curves: np.ndarray) -> Interval:
-    """Bootstrap over the T points (pairs of T and norms); a resample holding a single distinct
-    T defines no slope and is left out. Fewer than 3 lengths give no interval: (-inf, inf)."""
-    if len(np.unique(lengths)) < 3:
-        return undecided(len(lengths), "bootstrap over lengths T")
-    return bootstrap(statistic, lengths, *curves, unit="lengths T")
+def fit_spread(fits: np.ndarray) -> Interval:
+    """The range of a slope over the fits on sub-ranges of T (fit sensitivity, not sampling);
+    a single fit gives no interval."""
+    fits = fits[np.isfinite(fits)]
+    if len(fits) < 2:
+        return undecided(len(fits), FIT_BASIS)
+    return Interval(float(fits.min()), float(fits.max()), len(fits), FIT_BASIS)
+
+
+def _positive_slope(t: np.ndarray, values: np.ndarray) -> float:
+    ok = np.isfinite(values).all() and (values > 0).all()
+    return loglog_slope(t, values) if ok else np.nan
+
+
+def slopes(table: pd.DataFrame) -> pd.DataFrame:
+    """Per curve with positive minima at two or more lengths: the log-log slope of the minima,
+    its spread over sub-ranges of the T grid (`low`, `high`, `fits`) and the slope of the closed
+    form (NaN where there is none)."""
+    rows = []
+    for key, g in table.groupby(CURVE):
+        g = g.sort_values("T")
+        t, measured = g["T"].to_numpy(float), g.measured.to_numpy(float)
+        if not (measured > 0).all() or len(t) < 2:
+            continue
+        spread = fit_spread(subrange_slopes(t, measured))
+        rows.append(
+            dict(zip(CURVE, key, strict=True))
+            | {
+                "slope": loglog_slope(t, measured),
+                "low": spread.low,
+                "high": spread.high,
+                "fits": spread.n,
+                "closed_form_slope": _positive_slope(t, g.closed_form.to_numpy(float)),
+            }
+        )
+    return pd.DataFrame(rows, columns=[*CURVE, "slope", "low", "high", "fits", "closed_form_slope"])
 
 
 def _curve(table: pd.DataFrame, key: tuple) -> pd.DataFrame:
@@ -413,78 +186,109 @@ def _curve(table: pd.DataFrame, key: tuple) -> pd.DataFrame:
     return table[mask].sort_values("T")
 
 
-def slopes(table: pd.DataFrame, column: str = "measured") -> pd.DataFrame:
-    """Log-log slope of `column` against T per curve with positive values, and its interval
-    (bootstrap over the T points)."""
-    rows = []
-    for key, g in table.groupby(CURVE):
-        if (g[column] > 0).all() and g["T"].nunique() > 1:
-            g = g.sort_values("T")
-            t, v = g["T"].to_numpy(float), g[column].to_numpy(float)
-            interval = _over_lengths(loglog_slope, t, v)
-            rows.append(
-                dict(zip(CURVE, key, strict=True))
-                | {"slope": loglog_slope(t, v), "low": interval.low, "high": interval.high}
-            )
-    return pd.DataFrame(rows, columns=[*CURVE, "slope", "low", "high"])
+def _model(recipe: dict[str, Any]) -> str:
+    return f"{SETTING}, logit margin {recipe['margin']:g}, copy-paste"
+
+
+def _spread(interval: Interval) -> str:
+    if not np.isfinite(interval.low):
+        return "no spread (one fit)"
+    return f"{interval.low:.3f} to {interval.high:.3f}"
+
+
+def _note(norms: pd.DataFrame, table: pd.DataFrame, recipe: dict[str, Any]) -> str:
+    """The slopes of every curve that the claims do not rest on, and the solver's accuracy."""
+
+    def both(*curve: str) -> str:
+        row = table.loc[curve]
+        closed = (
+            "" if np.isnan(row.closed_form_slope) else f" (closed form {row.closed_form_slope:.3f})"
+        )
+        return f"{row.slope:.3f}{closed}"
+
+    def pair(setting: str, criterion: str, distribution: str, matrix: str, norm: str) -> str:
+        sink = both(setting, criterion, distribution, "sink", matrix, norm)
+        diagonal = both(setting, criterion, distribution, "diagonal", matrix, norm)
+        return f"sink {sink}, diagonal {diagonal}"
+
+    t = np.sort(norms["T"].unique()).astype(float)
+    scale = loglog_slope(t, np.sqrt(t + 1))
+    vo_sink = norms[(norms.matrix == "W_VO") & (norms.pattern == "sink")].measured.abs().max()
+    exact_rows = norms[norms.closed_form > 0]
+    deviation = (exact_rows.measured / exact_rows.closed_form - 1).abs().max()
+    eps = recipe["eps"]
+    return (
+        f"Other slopes: margin, copy-paste, Frobenius norm of W_QK: "
+        f"{pair('orthonormal', 'margin', 'copy-paste', 'W_QK', 'frobenius')}; margin, bigram, "
+        f"nuclear: {pair('orthonormal', 'margin', 'bigram', 'W_QK', 'nuclear')}; W_VO nuclear: "
+        f"diagonal {both('orthonormal', 'margin', 'copy-paste', 'diagonal', 'W_VO', 'nuclear')} "
+        f"(sink: largest norm {vo_sink:.3g}); attention mass >= {1 - eps:g}, copy-paste, nuclear: "
+        f"{pair('orthonormal', 'mass', 'copy-paste', 'W_QK', 'nuclear')}; bigram, nuclear: "
+        f"{pair('orthonormal', 'mass', 'bigram', 'W_QK', 'nuclear')}. Extension, tokens at "
+        f"cosine -{recipe['alignment']:g} to the sink, mass >= {1 - eps:g}, copy-paste, nuclear: "
+        f"{pair('aligned', 'mass', 'copy-paste', 'W_QK', 'nuclear')}. The 1/sqrt(d) scale adds "
+        f"{scale:.3f} (the slope of sqrt(T + 1)) to every W_QK slope. Largest |minimum / closed "
+        f"form - 1| over the {len(exact_rows)} minima with a closed form: {deviation:.1e}"
+    )
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
-    """Log-log slopes of the minimal nuclear norm of W_QK in the aligned setting and their gap;
-    the one-hot setting's slopes in the note."""
-    norms = tables["norms"]
-    measured = tables["slopes"].set_index(CURVE).slope
-    closed = slopes(norms.dropna(subset=["closed_form"]), "closed_form").set_index(CURVE).slope
-    key = {p: ("aligned", "copy-paste", p, "W_QK", "nuclear") for p in PATTERNS}
-    sink_curve, diagonal_curve = _curve(norms, key["sink"]), _curve(norms, key["diagonal"])
-    t = sink_curve["T"].to_numpy(float)
-    if not np.array_equal(t, diagonal_curve["T"].to_numpy(float)):
-        raise ValueError("the aligned sink and diagonal curves have different T grids")
-    sink_norm, diagonal_norm = sink_curve.measured.to_numpy(), diagonal_curve.measured.to_numpy()
-    sink, diagonal = loglog_slope(t, sink_norm), loglog_slope(t, diagonal_norm)
-
-    def both(*curve: str) -> str:
-        return f"{measured[curve]:.2f} (closed form {closed[curve]:.2f})"
-
-    aligned = norms[norms.setting == "aligned"]
-    deviation = (aligned.measured / aligned.closed_form - 1).abs().max()
-    one_hot = norms[(norms.setting == "one-hot") & (norms.closed_form > 0)]
-    one_hot_deviation = (one_hot.measured / one_hot.closed_form - 1).abs().max()
-    recipe = settings["recipe"]
-    note = (
-        f"aligned setting (cos(sink, token) = -{recipe['alignment']}, attention on the target "
-        f">= {1 - recipe['eps']:g}), T {int(t.min())}-{int(t.max())} ({len(t)} lengths): log-log "
-        f"slopes of the minimal W_QK norm, nuclear sink {both(*key['sink'])}, diagonal "
-        f"{both(*key['diagonal'])}, diagonal minus sink {diagonal - sink:.2f}; Frobenius sink "
-        f"{both('aligned', 'copy-paste', 'sink', 'W_QK', 'frobenius')}, diagonal "
-        f"{both('aligned', 'copy-paste', 'diagonal', 'W_QK', 'frobenius')}; max |measured / "
-        f"closed form - 1| {deviation:.1e}. One-hot setting (margin {recipe['margin']}, "
-        f"copy-paste): nuclear W_QK sink {both('one-hot', 'copy-paste', 'sink', 'W_QK', 'nuclear')}"
-        f", diagonal {both('one-hot', 'copy-paste', 'diagonal', 'W_QK', 'nuclear')}; W_VO nuclear "
-        f"diagonal {both('one-hot', 'copy-paste', 'diagonal', 'W_VO', 'nuclear')}; max |measured "
-        f"/ closed form - 1| {one_hot_deviation:.1e}"
+    """Log-log slopes over T of the least nuclear norm of W_QK for a sink and a diagonal pattern
+    (orthonormal tokens, logit margin, copy-paste) and their difference, each with its spread over
+    sub-ranges of the T grid; and the control: the minima's largest deviation from their closed
+    forms, in %."""
+    norms, recipe = tables["norms"], settings["recipe"]
+    table = tables["slopes"].set_index(CURVE)
+    sink = _curve(norms, (*CLAIMED, "sink", "W_QK", "nuclear"))
+    diagonal = _curve(norms, (*CLAIMED, "diagonal", "W_QK", "nuclear"))
+    t = sink["T"].to_numpy(float)
+    if not np.array_equal(t, diagonal["T"].to_numpy(float)):
+        raise ValueError("the sink and diagonal curves of D6 have different T grids")
+    sink_norm, diagonal_norm = sink.measured.to_numpy(float), diagonal.measured.to_numpy(float)
+    sink_fits, diagonal_fits = subrange_slopes(t, sink_norm), subrange_slopes(t, diagonal_norm)
+    sink_slope, diagonal_slope = loglog_slope(t, sink_norm), loglog_slope(t, diagonal_norm)
+    gap = diagonal_slope - sink_slope
+    spreads = {
+        "sink": fit_spread(sink_fits),
+        "diagonal": fit_spread(diagonal_fits),
+        "gap": fit_spread(diagonal_fits - sink_fits),
+    }
+    closed = {
+        p: table.loc[(*CLAIMED, p, "W_QK", "nuclear")].closed_form_slope for p in cost.PATTERNS
+    }
+    both = pd.concat([sink, diagonal])
+    excess = 100 * float((both.measured / both.closed_form - 1).abs().max())
+    head = (
+        f"T {int(t.min())}-{int(t.max())} ({len(t)} lengths), logit margin {recipe['margin']:g}, "
+        f"copy-paste: log-log slope of the least nuclear norm of W_QK, sink {sink_slope:.3f} "
+        f"(closed form {closed['sink']:.3f}), diagonal {diagonal_slope:.3f} (closed form "
+        f"{closed['diagonal']:.3f}), diagonal minus sink {gap:.3f}; over the "
+        f"{spreads['sink'].n} fits on sub-ranges of T: sink {_spread(spreads['sink'])}, diagonal "
+        f"{_spread(spreads['diagonal'])}, gap {_spread(spreads['gap'])}. "
     )
+    note = head + _note(norms, table, recipe)
     model = _model(recipe)
+    control = (
+        f"largest |minimum / closed form - 1| over the {len(both)} minima of the claims' two "
+        f"curves (sink, diagonal): {excess:.2g} %"
+    )
     return {
-        "D6.sink_slope": Measured(sink, model, note, _over_lengths(loglog_slope, t, sink_norm)),
-        "D6.diagonal_slope": Measured(
-            diagonal, model, note, _over_lengths(loglog_slope, t, diagonal_norm)
-        ),
-        "D6.exponent_gap": Measured(
-            diagonal - sink, model, note, _over_lengths(_slope_gap, t, sink_norm, diagonal_norm)
-        ),
+        "D6.sink_slope": Measured(sink_slope, model, note, spreads["sink"]),
+        "D6.diagonal_slope": Measured(diagonal_slope, model, note, spreads["diagonal"]),
+        "D6.exponent_gap": Measured(gap, model, note, spreads["gap"]),
+        "D6.solver_excess": Measured(excess, model, control, exact(excess, len(both))),
     }
 
 
-def _loglog(ax, sub: pd.DataFrame, slope_table: pd.DataFrame) -> None:
-    """Measured minima (markers) and closed forms (lines) per pattern and norm, with slopes."""
+def _loglog(ax, sub: pd.DataFrame, fits: pd.DataFrame) -> None:
+    """Numerical minima (markers) and closed forms (lines) per pattern and norm, with slopes."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     from .. import plotting
 
-    fitted = slope_table.set_index(["pattern", "norm"])
+    fitted = fits.set_index(["pattern", "norm"])
     for (pattern, norm), g in sub.groupby(["pattern", "norm"]):
-        if (g.measured <= 0).all():
+        if not (g.measured > 0).all():
             continue
         colour = "C0" if pattern == "sink" else "C1"
         label = f"{pattern}, {norm}"
@@ -498,44 +302,58 @@ def _loglog(ax, sub: pd.DataFrame, slope_table: pd.DataFrame) -> None:
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_formatter(NullFormatter())
     plotting.log_ticks(ax.yaxis)
-    ax.legend(fontsize=6, title="markers measured, lines closed form", title_fontsize=6)
+    ax.legend(fontsize=6, title="markers: minima; lines: closed forms", title_fontsize=6)
+
+
+def _with_totals(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with the sum W_QK + W_VO of the orthonormal setting's norms added as a matrix."""
+    keys = [c for c in table.columns if c not in ("matrix", "measured", "closed_form")]
+    total = (
+        table[table.setting == "orthonormal"]
+        .groupby(keys, as_index=False)[["measured", "closed_form"]]
+        .sum(min_count=2)
+        .assign(matrix="W_QK + W_VO")
+    )
+    return pd.concat([table, total], ignore_index=True)
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
-    """Minimal norms against T (log-log): the aligned setting's W_QK, then the one-hot setting's
-    W_QK per distribution, W_VO, and W_QK + W_VO."""
+    """Least norms against T (log-log). Top row: logit margin; bottom row: attention mass; per
+    row W_QK for copy-paste and bigram copying, then W_VO (top) or the aligned extension
+    (bottom), then W_QK + W_VO for copy-paste."""
     from .. import plotting
 
-    table, slope_table = tables["norms"], tables["slopes"]
-    one_hot = table[table.setting == "one-hot"]
-    total = (
-        one_hot[one_hot.distribution == "copy-paste"]
-        .groupby(["setting", "T", "distribution", "pattern", "norm"], as_index=False)[
-            ["measured", "closed_form"]
-        ]
-        .sum(min_count=1)
-        .assign(matrix="W_QK + W_VO")
-    )
-    table = pd.concat([table, total])
-    slope_table = pd.concat([slope_table, slopes(total)])
+    table = _with_totals(tables["norms"])
+    fits = slopes(table)
     recipe = settings["recipe"]
+    mass = f"mass >= {1 - recipe['eps']:g}"
+    margin = f"margin {recipe['margin']:g}"
     views = [
-        ("aligned", "copy-paste", "W_QK", f"aligned, >= {1 - recipe['eps']:g} on the target"),
-        ("one-hot", "bigram", "W_QK", "one-hot, margin, bigram"),
-        ("one-hot", "copy-paste", "W_QK", "one-hot, margin, copy-paste"),
-        ("one-hot", "copy-paste", "W_VO", "one-hot, W_VO (both distributions)"),
-        ("one-hot", "copy-paste", "W_QK + W_VO", "one-hot, W_QK + W_VO, copy-paste"),
-    ]
-    fig, axes = plotting.panels(len(views), width=3.6, height=3.2)
-    for ax, (setting, dist, matrix, title) in zip(axes, views, strict=True):
-        where = {"setting": setting, "distribution": dist, "matrix": matrix}
+        ("orthonormal", "margin", "copy-paste", "W_QK", f"{margin}, copy-paste"),
+        ("orthonormal", "margin", "bigram", "W_QK", f"{margin}, bigram"),
+        ("orthonormal", "margin", "copy-paste", "W_VO", "W_VO (either task, either criterion)"),
+        ("orthonormal", "margin", "copy-paste", "W_QK + W_VO", f"{margin}, copy-paste"),
+        ("orthonormal", "mass", "copy-paste", "W_QK", f"{mass}, copy-paste"),
+        ("orthonormal", "mass", "bigram", "W_QK", f"{mass}, bigram"),
+        ("aligned", "mass", "copy-paste", "W_QK",
+         f"extension: cosine -{recipe['alignment']:g}, {mass}"),
+        ("orthonormal", "mass", "copy-paste", "W_QK + W_VO", f"{mass}, copy-paste"),
+    ]  # fmt: skip
+    fig, axes = plotting.figure(ncols=4, nrows=2, width=3.6, height=3.2)
+    for ax, (setting, criterion, distribution, matrix, title) in zip(
+        axes.ravel(), views, strict=True
+    ):
+        where = {
+            "setting": setting,
+            "criterion": criterion,
+            "distribution": distribution,
+            "matrix": matrix,
+        }
         sub = table[np.logical_and.reduce([table[c] == v for c, v in where.items()])]
-        fits = slope_table[np.logical_and.reduce([slope_table[c] == v for c, v in where.items()])]
-        _loglog(ax, sub, fits)
-        ax.set(xlabel="context length T", ylabel=f"minimal norm of {matrix}", title=title)
+        fitted = fits[np.logical_and.reduce([fits[c] == v for c, v in where.items()])]
+        _loglog(ax, sub, fitted)
+        ax.set(xlabel="context length T", ylabel=f"least norm of {matrix}", title=title)
     fig.suptitle(
-        plotting.title(
-            settings["scale"], "D6", "cost of a sink vs a diagonal pattern", _model(recipe)
-        )
+        plotting.title(settings["scale"], "D6", "cost of a sink vs a diagonal pattern", SETTING)
     )
     return fig
