@@ -15,7 +15,8 @@ from matplotlib.figure import Figure
 
 from sinkscope.exhibits import s6, s7
 from sinkscope.exhibits.registry import EXHIBITS
-from sinkscope.scorecard import judge, load_claims
+from sinkscope.scorecard import INCONCLUSIVE, judge, load_claims
+from sinkscope.scorecard import verdict as scorecard_verdict
 from sinkscope.streaming.pretrain import (
     build_model,
     corpus_bytes,
@@ -24,7 +25,12 @@ from sinkscope.streaming.pretrain import (
     sink_logit_attention,
     train,
 )
-from sinkscope.streaming.sink_eval import attention_mass, eval_windows, streaming_ppl
+from sinkscope.streaming.sink_eval import (
+    attention_mass,
+    eval_windows,
+    first_token_mass,
+    streaming_ppl,
+)
 
 ARCH = {"d_model": 16, "n_layers": 1, "n_heads": 2, "context": 16}
 CHECKS = {claim["id"]: claim["check"] for claim in load_claims()}
@@ -106,6 +112,31 @@ def test_sink_lm_evaluation_scores_the_same_text_bytes():
     assert scored == {"vanilla": {20 - 1 - 8}, "sink_token": {20 - 1 - 8}}
 
 
+class FixedAttention(torch.nn.Module):
+    """A stand-in LM whose one layer returns the given attention (batch, heads, T, T)."""
+
+    def __init__(self, attention: torch.Tensor):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.attention = attention
+
+    def forward(self, input_ids, output_attentions):
+        return SimpleNamespace(attentions=[self.attention])
+
+
+def test_first_token_mass_and_sink_rate_known_answer():
+    """Over 4 queries, head 0 gives the first token 0.5 after query 0 (which can see only it):
+    alpha = (1 + 3 x 0.5) / 4 = 0.625, a sink head (> 0.3); head 1 gives it 0 after query 0:
+    alpha = 0.25, not one. Mass 0.4375, sink rate 50 %, no weight left on a sink logit."""
+    rows = torch.tensor([[1.0, 0, 0, 0], [0.5, 0.5, 0, 0], [0.5, 0.25, 0.25, 0], [0.5, 0, 0, 0.5]])
+    other = torch.tensor([[1.0, 0, 0, 0], [0, 1, 0, 0], [0, 0.5, 0.5, 0], [0, 0, 0.5, 0.5]])
+    model = FixedAttention(torch.stack([rows, other])[None])
+    (row,) = first_token_mass(model, torch.zeros(1, 4, dtype=torch.long))
+    assert row["window"] == 0 and row["layer"] == 0
+    assert row["first_token_mass"] == pytest.approx(0.4375)
+    assert row["first_token_sink_rate"] == 50 and row["sink_logit_mass"] == pytest.approx(0)
+
+
 # --- the exhibit functions on crafted tables ----------------------------------------------------
 
 
@@ -147,7 +178,8 @@ def window_table(offsets: dict[str, dict[int, float]]) -> pd.DataFrame:
 
 
 def attention_table(levels: dict[str, float]) -> pd.DataFrame:
-    """Per variant, window and layer (2 layers): first-token mass around a level."""
+    """Per variant, window and layer (2 layers): first-token mass around a level; the sink rate
+    (% of heads above 0.3) 100 in layer 1 where the level is above 0.3, else 0."""
     rng = np.random.default_rng(1)
     return pd.DataFrame(
         [
@@ -156,6 +188,7 @@ def attention_table(levels: dict[str, float]) -> pd.DataFrame:
                 "window": w,
                 "layer": layer,
                 "first_token_mass": level + rng.normal(0, 0.02),
+                "first_token_sink_rate": 100.0 * layer * (level > 0.3),
                 "sink_logit_mass": 0.3 if variant == "learned_sink" else 0.0,
             }
             for variant, level in levels.items()
@@ -207,7 +240,7 @@ PAPER_LIKE = {
     "vanilla": {0: 1.0, 1: 0.1, 2: 0.02, 4: 0.0},
     "zero_sink": {0: 2.0, 1: 0.08, 2: 0.01, 4: 0.0},
     "sink_token": {0: 1.5, 1: 0.0, 2: 0.0, 4: 0.0},
-    "learned_sink": {0: 0.01, 1: 0.005, 2: 0.0, 4: 0.0},
+    "learned_sink": {0: 0.0, 1: 0.0, 2: 0.0, 4: 0.0},
 }
 # the other side of every threshold
 OPPOSITE = {
@@ -247,8 +280,8 @@ def test_s6_s7_claims_on_the_papers_side(tmp_path):
 
     found = s7.claims(s7_tables, SETTINGS)
     assert found["S7.first_token_mass_falls"].value == pytest.approx(-0.5, abs=0.02)
-    assert found["S7.vanilla_first_token_mass"].value == pytest.approx(0.6, abs=0.02)
-    assert found["S7.streams_without_sinks"].value == pytest.approx(np.exp(0.01), abs=2e-3)
+    assert found["S7.vanilla_sink_rate"].value == pytest.approx(50)  # 1 of 2 layers
+    assert found["S7.streams_without_sinks"].value == pytest.approx(1.0, abs=2e-3)
     assert found["S7.vanilla_window_ratio"].value == pytest.approx(np.exp(1.0), abs=0.01)
     assert verdict(found, "S7.first_token_mass_falls") is True
     assert verdict(found, "S7.streams_without_sinks") is True
@@ -256,16 +289,16 @@ def test_s6_s7_claims_on_the_papers_side(tmp_path):
     controls = {
         c["measure"]: c["check"] for claim in load_claims() for c in claim.get("preconditions", [])
     }
-    for control in ("S7.vanilla_first_token_mass", "S7.vanilla_window_ratio"):
+    for control in ("S7.vanilla_sink_rate", "S7.vanilla_window_ratio"):
         interval = found[control].interval
         assert judge(controls[control], interval.low, interval.high) is True
     note = found["S7.first_token_mass_falls"].note
     assert note_number(note, "learned_sink - vanilla") == pytest.approx(
         found["S7.first_token_mass_falls"].value, abs=1e-4
     )
-    assert note_number(note, "vanilla") == pytest.approx(
-        found["S7.vanilla_first_token_mass"].value, abs=1e-4
-    )
+    assert note_number(note, "vanilla") == pytest.approx(0.6, abs=0.02)
+    assert note_number(found["S7.vanilla_sink_rate"].note, "vanilla") == pytest.approx(50)
+    assert "with first-token share > 0.3 over 12 windows" in found["S7.vanilla_sink_rate"].note
     assert isinstance(s6.figure(s6_tables, {"scale": "t"}), Figure)
     assert isinstance(s7.figure(s7_tables, {"scale": "t"}), Figure)
 
@@ -287,7 +320,7 @@ def test_s6_s7_claims_on_the_other_side(tmp_path):
     assert verdict(found, "S7.first_token_mass_falls") is False
     assert verdict(found, "S7.streams_without_sinks") is False
     assert found["S7.streams_without_sinks"].value == pytest.approx(np.exp(0.8), abs=0.01)
-    for control in ("S7.vanilla_first_token_mass", "S7.vanilla_window_ratio"):
+    for control in ("S7.vanilla_sink_rate", "S7.vanilla_window_ratio"):
         interval = found[control].interval
         assert judge(controls[control], interval.low, interval.high) is False, control
     assert "ratio 0 vs 4 kept 2.2" in found["S7.streams_without_sinks"].note
@@ -297,3 +330,40 @@ def test_s6_measures_only_the_variants_it_has(tmp_path):
     offsets = {v: PAPER_LIKE[v] for v in ("vanilla", "sink_token", "learned_sink")}
     s6_tables, _ = sink_lm_tables(tmp_path, offsets, {"vanilla": 0.6, "learned_sink": 0.1})
     assert "S6.zero_sink_needs_several" not in s6.claims(s6_tables, SETTINGS)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "levels", "control"),
+    [
+        (
+            PAPER_LIKE,
+            {"vanilla": 0.1, "learned_sink": 0.05},
+            "the vanilla LM has first-token sinks",
+        ),
+        (
+            PAPER_LIKE | {"vanilla": {0: 0.0, 1: 0.1, 2: 0.02, 4: 0.0}},
+            {"vanilla": 0.6, "learned_sink": 0.1},
+            "the vanilla LM degrades with 0 kept tokens",
+        ),
+    ],
+    ids=["no-sink-heads", "no-window-degradation"],
+)
+def test_s6_s7_claims_are_inconclusive_without_the_vanillas_sink(
+    tmp_path, offsets, levels, control
+):
+    """The controls: without first-token sink heads in the vanilla LM, or without its
+    degradation with 0 kept tokens, the claims that need them cannot be judged."""
+    s6_tables, s7_tables = sink_lm_tables(tmp_path, offsets, levels)
+    found = s6.claims(s6_tables, SETTINGS) | s7.claims(s7_tables, SETTINGS)
+    measured = {claim: m.record() for claim, m in found.items()}
+    claims = {claim["id"]: claim for claim in load_claims()}
+    judged = [
+        claim
+        for claim in found
+        if claim in claims
+        and any(c["control"].startswith(control) for c in claims[claim]["preconditions"])
+    ]
+    assert len(judged) >= 4
+    for claim in judged:
+        verdict, reason = scorecard_verdict(claims[claim], measured)
+        assert verdict == INCONCLUSIVE and control in reason, claim

@@ -38,6 +38,7 @@ table = pd.DataFrame(ppl_rows)
 attention = pd.DataFrame(attention_rows)
 summary = table.groupby(["variant", "sinks"]).nll.mean().unstack()
 log.info("PPL per byte, mean NLL over %d windows:\n%s", len(streams), summary.map(np.exp))
-log.info("\n%s", attention.groupby("variant")[["first_token_mass", "sink_logit_mass"]].mean())
+shown = ["first_token_mass", "first_token_sink_rate", "sink_logit_mass"]
+log.info("\n%s", attention.groupby("variant")[shown].mean())
 write_parquet(table, smk.output.ppl, recorder.record())
 write_parquet(attention, smk.output.attention, recorder.record())

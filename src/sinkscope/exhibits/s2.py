@@ -1,8 +1,9 @@
 """S2 (StreamingLLM): where attention goes in text models. Per (layer, head), the mean attention
-share of the first token and the sink rate, and per (window, layer) the first token's share
-averaged over heads; the claim: the lowest layer-mean first-token share over the layers beyond
-the bottom two (every such layer concentrates on the initial token when it is high),
-bootstrapped over the windows."""
+share of the first token and the sink rate; per (window, layer), the first token's share averaged
+over heads and the layer's sink rate in that window: the % of its heads whose first-token share
+alpha exceeds `metrics.SINK_RATE_EPS` (Gu et al.'s criterion of a sink head). The claim: the
+lowest sink rate (mean over the windows) of the layers beyond the bottom two; every such layer
+has its heads on the first token when it is high. Bootstrapped over the windows."""
 
 from __future__ import annotations
 
@@ -10,44 +11,55 @@ import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
+from ..metrics import SINK_RATE_EPS
 from ..stats import undecided
 from . import Measured, read_tables, stack
 
 BOTTOM = 2  # the claim looks at the layers beyond the bottom two
 
 
+def per_input(heads: pd.DataFrame) -> pd.DataFrame:
+    """Per (window, layer): the first token's share averaged over heads (`first_share`) and the %
+    of heads with a share above `SINK_RATE_EPS` (`sink_rate`)."""
+    sinks = heads.assign(sink=100.0 * (heads.first_mass > SINK_RATE_EPS))
+    rate = sinks.groupby(["sample", "layer"]).sink.mean().rename("sink_rate").reset_index()
+    return dx.per_input_first_share(heads).merge(rate, on=["sample", "layer"])
+
+
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     heads = read_tables(inputs["heads"], settings["models"])
     return {
         "table": stack({m: dx.first_token_share(h) for m, h in heads.items()}),
-        "per_input": stack({m: dx.per_input_first_share(h) for m, h in heads.items()}),
+        "per_input": stack({m: per_input(h) for m, h in heads.items()}),
     }
 
 
-def lowest(shares: np.ndarray) -> float:
-    """The lowest over layers of the mean over windows, from shares (windows, layers)."""
-    return float(shares.mean(0).min())
+def lowest(rates: np.ndarray) -> float:
+    """The lowest over layers of the mean over windows, from rates (windows, layers)."""
+    return float(rates.mean(0).min())
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
-    per_input = tables["per_input"][tables["per_input"].model == model]
-    if per_input.empty:
+    part = tables["per_input"][tables["per_input"].model == model]
+    if part.empty:
         return {}  # the claim model is not in this run: its claims are not measured
-    shares = dx.grid(per_input, ["sample", "layer"], "first_share")  # (windows, layers)
-    n_windows, n_layers = shares.shape
+    rates = dx.grid(part, ["sample", "layer"], "sink_rate")  # (windows, layers), %
+    shares = dx.grid(part, ["sample", "layer"], "first_share")
+    n_windows, n_layers = rates.shape
     claim = "S2.initial_tokens_beyond_bottom_two"
     if n_layers <= BOTTOM:
         note = f"{n_layers} layers: none beyond the bottom {BOTTOM}"
         interval = undecided(n_windows, "bootstrap over windows")
         return {claim: Measured(float("nan"), model, note, interval)}
-    beyond = shares[:, BOTTOM:]
+    beyond = rates[:, BOTTOM:]
     value, interval = dx.over_inputs(lowest, beyond, unit="windows")
-    means = beyond.mean(0)
+    means, first = beyond.mean(0), shares[:, BOTTOM:].mean(0)
     note = (
-        f"layer-mean first-token share over {dx.layer_span(np.arange(BOTTOM, n_layers))}: "
-        f"lowest {value:.2f} "
-        f"(layer {BOTTOM + int(means.argmin())}), highest {means.max():.2f}; {n_windows} windows"
+        f"% of heads with first-token share > {SINK_RATE_EPS:g} per layer over "
+        f"{dx.layer_span(np.arange(BOTTOM, n_layers))}, mean over {n_windows} windows: lowest "
+        f"{value:.1f} (layer {BOTTOM + int(means.argmin())}), highest {means.max():.1f}; "
+        f"head-averaged first-token share from {first.min():.2f} to {first.max():.2f}"
     )
     return {claim: Measured(value, model, note, interval)}
 

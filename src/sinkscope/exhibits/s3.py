@@ -1,11 +1,14 @@
 """S3: streaming perplexity of pretrained LMs under the KV-cache policies.
 
 Input: the per-token NLL tables of `sinkscope.streaming.run.part_nll`, all parts of all models.
-PPL = exp(mean NLL) over text positions; each comparison is made on the positions both
-conditions scored: every condition is compared with the streaming cache S + (C - S). A claim is
-the PPL ratio of two conditions, exp(mean paired NLL difference) on their shared positions, with
-its bootstrap interval over blocks of `block_tokens` contiguous text positions (resampled
-within the positions before and after the cache fills; `streaming.exhibit_tables.ppl_ratio`).
+The table gives each condition's PPL = exp(mean NLL) over the whole text it scored (the paper's
+metric) and over the positions after the first C, where the cache is full. The claims are read
+there only: before, every policy keeps every token, so the conditions score alike and a ratio
+over them is pulled towards 1. Claims: the window's PPL over the streaming cache S + (C - S);
+and the share of the window's log-PPL gap that a condition closes (`gap_share`): the streaming
+cache's towards re-computation (on the re-computed positions), the S newlines' towards the S
+initial tokens. Each comes with its bootstrap interval over blocks of `block_tokens` contiguous
+text positions (`streaming.exhibit_tables`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..streaming.exhibit_tables import nll_blocks, ppl, ppl_ratio, read_nll
+from ..streaming.exhibit_tables import (
+    GAP_SHARE,
+    PPL_RATIO,
+    ROLES,
+    full_cache,
+    measure_blocks,
+    nll_blocks,
+    ppl,
+    read_nll,
+)
 from . import Measured
 
 
@@ -25,51 +37,62 @@ def _newline_condition(conditions) -> str:
     return next(c for c in conditions if c.startswith("nl+"))
 
 
-def _comparisons(conditions, cache: int, sinks: int) -> dict[str, tuple[str, str]]:
-    """{claim id: (condition, reference condition)} of the PPL ratios of S3."""
-    streaming = f"{sinks}+{cache - sinks}"
+def _comparisons(conditions, cache: int, sinks: int) -> dict[str, tuple[str, dict[str, str]]]:
+    """{claim id: (statistic, {role: condition})} of S3."""
+    window, streaming = f"0+{cache}", f"{sinks}+{cache - sinks}"
     return {
-        "S3.window_collapses": (f"0+{cache}", streaming),
-        "S3.sinks_match_recomputation": (streaming, _recompute_condition(conditions)),
-        "S3.newline_sinks": (_newline_condition(conditions), streaming),
+        "S3.window_collapses": (PPL_RATIO, {"condition": window, "reference": streaming}),
+        "S3.sinks_match_recomputation": (
+            GAP_SHARE,
+            {
+                "window": window,
+                "condition": streaming,
+                "reference": _recompute_condition(conditions),
+            },
+        ),
+        "S3.newline_sinks": (
+            GAP_SHARE,
+            {
+                "window": window,
+                "condition": _newline_condition(conditions),
+                "reference": streaming,
+            },
+        ),
     }
 
 
-def _ppl_table(nll: pd.DataFrame, cache: int, sinks: int) -> pd.DataFrame:
-    """Per model and condition: PPL over its own positions, at the re-computation positions, and
-    with the streaming cache's PPL on the positions both scored."""
-    streaming = f"{sinks}+{cache - sinks}"
+def _ppl_table(nll: pd.DataFrame, cache: int) -> pd.DataFrame:
+    """Per model and condition: PPL over the whole text it scored, over the positions after the
+    first `cache` (the cache full) and over those of them that re-computation scored."""
     rows = []
     for model, frame in nll.groupby("model", sort=False):
         at = set(frame[frame.condition == _recompute_condition(frame.condition.unique())].position)
-        reference = frame[frame.condition == streaming]
         for condition, part in frame.groupby("condition", sort=False):
-            matched = part[part.position.isin(at)]
-            shared = set(part.position) & set(reference.position)
+            full = full_cache(part, cache)
+            matched = full[full.position.isin(at)]
             rows.append(
                 {
                     "model": model,
                     "condition": condition,
                     "tokens": len(part),
                     "ppl": ppl(part),
+                    "full_cache_tokens": len(full),
+                    "ppl_full_cache": ppl(full) if len(full) else np.nan,
                     "ppl_at_recompute_positions": ppl(matched) if len(matched) else np.nan,
-                    "shared_tokens": len(shared),
-                    "ppl_shared": ppl(part[part.position.isin(shared)]),
-                    "streaming_ppl_shared": ppl(reference[reference.position.isin(shared)]),
                 }
             )
     return pd.DataFrame(rows)
 
 
 def _blocks_table(nll: pd.DataFrame, cache: int, sinks: int, block: int) -> pd.DataFrame:
-    """Per model and claim: the paired NLL differences of its two conditions, summed per block
-    of text positions (`nll_blocks`)."""
+    """Per model and claim: the NLLs of its conditions on the positions after the first
+    `cache` that all of them scored, summed per block of text positions (`nll_blocks`)."""
     frames = []
     for model, frame in nll.groupby("model", sort=False):
         by = dict(list(frame.groupby("condition", sort=False)))
-        for claim, (a, b) in _comparisons(by, cache, sinks).items():
-            blocks = nll_blocks(by[a], by[b], cache, block)
-            frames.append(blocks.assign(model=model, claim=claim, condition=a, reference=b))
+        for claim, (statistic, roles) in _comparisons(by, cache, sinks).items():
+            blocks = nll_blocks({role: by[c] for role, c in roles.items()}, cache, block)
+            frames.append(blocks.assign(model=model, claim=claim, statistic=statistic, **roles))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -86,7 +109,7 @@ def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.D
     nll = read_nll(inputs["nll"])
     cache, sinks = settings["cache"], settings["newline_sinks"]
     return {
-        "ppl": _ppl_table(nll, cache, sinks),
+        "ppl": _ppl_table(nll, cache),
         "curve": _curve(nll, settings["bin_tokens"]),
         "blocks": _blocks_table(nll, cache, sinks, settings["block_tokens"]),
     }
@@ -95,22 +118,15 @@ def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.D
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     table, model, cache = tables["ppl"], settings["claim_model"], settings["cache"]
     blocks = tables["blocks"][tables["blocks"].model == model]
-    rows = table[table.model == model].set_index("condition")
+    whole = table[table.model == model].set_index("condition").ppl
     others = [m for m in dict.fromkeys(table.model) if m != model]
     context = f"cache {cache}; other models in results/S3/ppl.parquet: {others}"
     found = {}
     for claim, part in blocks.groupby("claim", sort=False):
-        a, b = part.condition.iloc[0], part.reference.iloc[0]
-        value, interval = ppl_ratio(part)
-        if b.startswith("recompute"):  # the re-computation's own positions
-            ppl_a, ppl_b = rows.streaming_ppl_shared[b], rows.ppl_shared[b]
-        else:
-            ppl_a, ppl_b = rows.ppl_shared[a], rows.streaming_ppl_shared[a]
-        where = "re-computed" if b.startswith("recompute") else "shared"
-        note = (
-            f"PPL {ppl_a:.2f} ({a}) vs {ppl_b:.2f} ({b}) on {int(part.tokens.sum())} {where} "
-            f"text positions in {len(part)} blocks of {int(part.block_tokens.iloc[0])}; {context}"
-        )
+        value, interval, text = measure_blocks(part, cache)
+        names = [part[role].iloc[0] for role in ROLES[part.statistic.iloc[0]]]
+        paper = ", ".join(f"{name} {whole[name]:.2f}" for name in names)
+        note = f"{text}; whole-text PPL {paper}; {context}"
         found[claim] = Measured(value, model, note, interval)
     return found
 

@@ -2,34 +2,55 @@
 tokens and C - k recent ones, at the same cache size C.
 
 Input: the per-token NLL tables of `sinkscope.streaming.run.part_nll`, all parts of all models.
-Every k is scored on the positions all of them scored. A claim (and the control
-`S4.window_ratio`: the window without initial tokens against the most kept) is the PPL ratio of
-two counts, exp(mean paired NLL difference), with its bootstrap interval over blocks of
-`block_tokens` contiguous text positions (`streaming.exhibit_tables.ppl_ratio`).
+Every k is scored on the positions all of them scored; the table gives its PPL there (the
+paper's metric) and over the positions after the first C, where the cache is full. The claims
+and the control are read there only (before, every k keeps every token and scores alike). The
+claims: the share of the window's log-PPL gap (0 kept against the most kept, K) that 1 and that
+4 initial tokens close (`gap_share`); the control `S4.window_ratio`: PPL with 0 over PPL with K
+kept (the window degrades). Each with its bootstrap interval over blocks of `block_tokens`
+contiguous text positions (`streaming.exhibit_tables`).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from ..streaming.exhibit_tables import nll_blocks, ppl, ppl_ratio, read_nll
+from ..streaming.exhibit_tables import (
+    GAP_SHARE,
+    PPL_RATIO,
+    full_cache,
+    measure_blocks,
+    nll_blocks,
+    ppl,
+    read_nll,
+)
 from . import Measured
 
 
-def _comparisons(sinks: list[int]) -> dict[str, tuple[int, int]]:
-    """{claim id: (kept initial tokens, reference count)} of the PPL ratios of S4 (those whose
-    counts were run)."""
-    pairs = {
-        "S4.one_sink_recovers": (0, 1),
-        "S4.four_sinks_suffice": (4, 8),
-        "S4.window_ratio": (0, max(sinks)),  # the control: the window degrades
+def _name(k: int, cache: int) -> str:
+    return f"{k}+{cache - k}"
+
+
+def _comparisons(sinks: list[int]) -> dict[str, tuple[str, dict[str, int]]]:
+    """{claim id: (statistic, {role: kept initial tokens})} of S4 (those whose counts were
+    run); the reference is the most kept."""
+    most = max(sinks)
+    found = {
+        "S4.one_sink_recovers": (GAP_SHARE, {"window": 0, "condition": 1, "reference": most}),
+        "S4.four_sinks_suffice": (GAP_SHARE, {"window": 0, "condition": 4, "reference": most}),
+        "S4.window_ratio": (PPL_RATIO, {"condition": 0, "reference": most}),  # the control
     }
-    return {claim: pair for claim, pair in pairs.items() if set(pair) <= set(sinks)}
+    return {
+        claim: (statistic, roles)
+        for claim, (statistic, roles) in found.items()
+        if set(roles.values()) <= set(sinks) and len(set(roles.values())) == len(roles)
+    }
 
 
 def _scored(frame: pd.DataFrame, cache: int, sinks: list[int]) -> dict[int, pd.DataFrame]:
     """The NLL rows of each count k on the positions all counts scored."""
-    names = {k: f"{k}+{cache - k}" for k in sinks}
+    names = {k: _name(k, cache) for k in sinks}
     part = frame[frame.condition.isin(names.values())]
     last = part.groupby("condition").position.max().min()
     part = part[part.position <= last]
@@ -37,31 +58,36 @@ def _scored(frame: pd.DataFrame, cache: int, sinks: list[int]) -> dict[int, pd.D
 
 
 def _sinks_table(nll: pd.DataFrame, cache: int, sinks: list[int]) -> pd.DataFrame:
-    """Per model and number of initial tokens kept: PPL on the positions all of them scored."""
+    """Per model and number of initial tokens kept: PPL on the positions all of them scored,
+    and on those after the first `cache` (the cache full)."""
     rows = []
     for model, frame in nll.groupby("model", sort=False):
         for k, sel in _scored(frame, cache, sinks).items():
+            full = full_cache(sel, cache)
             rows.append(
                 {
                     "model": model,
                     "sinks": k,
-                    "condition": f"{k}+{cache - k}",
+                    "condition": _name(k, cache),
                     "tokens": len(sel),
                     "ppl": ppl(sel),
+                    "full_cache_tokens": len(full),
+                    "ppl_full_cache": ppl(full) if len(full) else np.nan,
                 }
             )
     return pd.DataFrame(rows)
 
 
 def _blocks_table(nll: pd.DataFrame, cache: int, sinks: list[int], block: int) -> pd.DataFrame:
-    """Per model and claim: the paired NLL differences of its two counts, summed per block of
-    text positions (`nll_blocks`)."""
+    """Per model and claim: the NLLs of its counts on the positions after the first `cache`,
+    summed per block of text positions (`nll_blocks`)."""
     frames = []
     for model, frame in nll.groupby("model", sort=False):
         scored = _scored(frame, cache, sinks)
-        for claim, (a, b) in _comparisons(sinks).items():
-            blocks = nll_blocks(scored[a], scored[b], cache, block)
-            frames.append(blocks.assign(model=model, claim=claim, sinks=a, reference=b))
+        for claim, (statistic, roles) in _comparisons(sinks).items():
+            blocks = nll_blocks({role: scored[k] for role, k in roles.items()}, cache, block)
+            names = {role: _name(k, cache) for role, k in roles.items()}
+            frames.append(blocks.assign(model=model, claim=claim, statistic=statistic, **names))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -75,21 +101,20 @@ def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.D
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    table, model = tables["ppl"], settings["claim_model"]
-    by = table[table.model == model].set_index("sinks").ppl
+    table, model, cache = tables["ppl"], settings["claim_model"], settings["cache"]
+    part = table[table.model == model]
+    if part.empty:
+        return {}  # the claim model is not in this run: its claims are not measured
     blocks = tables["blocks"][tables["blocks"].model == model]
     others = [m for m in dict.fromkeys(table.model) if m != model]
-    context = f"cache {settings['cache']}; other models in results/S4/ppl.parquet: {others}"
+    scored = f"PPL over the {int(part.tokens.max())} positions all counts scored: " + ", ".join(
+        f"{c} {p:.2f}" for c, p in zip(part.condition, part.ppl, strict=True)
+    )
+    context = f"cache {cache}; other models in results/S4/ppl.parquet: {others}"
     found = {}
-    for claim, part in blocks.groupby("claim", sort=False):
-        a, b = int(part.sinks.iloc[0]), int(part.reference.iloc[0])
-        value, interval = ppl_ratio(part)
-        note = (
-            f"PPL {by[a]:.2f} with {a} vs {by[b]:.2f} with {b} initial tokens kept, on "
-            f"{int(part.tokens.sum())} text positions in {len(part)} blocks of "
-            f"{int(part.block_tokens.iloc[0])}; {context}"
-        )
-        found[claim] = Measured(value, model, note, interval)
+    for claim, rows in blocks.groupby("claim", sort=False):
+        value, interval, text = measure_blocks(rows, cache)
+        found[claim] = Measured(value, model, f"{text}; {scored}; {context}", interval)
     return found
 
 
@@ -99,7 +124,14 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     table = tables["ppl"]
     fig, ax = plotting.figure(width=5.0)
     for model, part in table.groupby("model", sort=False):
-        ax.plot(part.sinks.astype(str), part.ppl, "o-", label=model)
+        ax.plot(part.sinks.astype(str), part.ppl, "o-", label=f"{model}: all positions scored")
+        ax.plot(
+            part.sinks.astype(str),
+            part.ppl_full_cache,
+            "s--",
+            ms=3,
+            label=f"{model}: after the first {settings['cache']} (cache full)",
+        )
         for k, value in zip(part.sinks.astype(str), part.ppl, strict=True):
             ax.annotate(
                 f"{value:.1f}",
@@ -110,7 +142,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
                 fontsize=7,
             )
     ax.set(yscale="log", xlabel="initial tokens kept (same total cache)", ylabel="PPL")
-    ax.legend()
+    ax.legend(fontsize=7)
     models = ", ".join(dict.fromkeys(table.model))
     fig.suptitle(plotting.title(settings["scale"], "S4", "how many initial tokens to keep", models))
     return fig

@@ -1,10 +1,11 @@
 """S7: a learned sink logit (gpt-oss attention) takes the attention mass off the first token, so
 the model streams without kept initial tokens.
 
-Input: per variant, held-out window and layer, the attention mass on the first token and on the
-sink logit (`sinkscope.streaming.sink_eval.attention_mass`), and the per-window streaming NLLs
-of every variant (as S6). Masses are means over layers per window; intervals resample the
-windows, paired across variants.
+Input: per variant, held-out window and layer, the attention mass on the first token, the sink
+rate (% of heads whose first-token share exceeds `metrics.SINK_RATE_EPS`) and the mass on the
+sink logit (`sinkscope.streaming.sink_eval.first_token_mass`), and the per-window streaming NLLs
+of every variant (as S6). Masses and rates are means over layers per window; intervals resample
+the windows, paired across variants.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..metrics import SINK_RATE_EPS
 from ..stats import bootstrap
 from . import Measured
 from .s6 import lm_note, ppl_line, ppl_ratio, summary
@@ -26,42 +28,51 @@ def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.D
     }
 
 
-def window_mass(attention: pd.DataFrame, variant: str) -> np.ndarray:
-    """Per held-out window (by index): the first-token mass of a variant, mean over layers."""
+def per_window(attention: pd.DataFrame, variant: str, column: str) -> np.ndarray:
+    """Per held-out window (by index): a column of one variant, mean over layers."""
     part = attention[attention.variant == variant]
-    return part.groupby("window").first_token_mass.mean().sort_index().to_numpy()
+    return part.groupby("window")[column].mean().sort_index().to_numpy()
+
+
+def _mean(a: np.ndarray) -> float:
+    return float(np.mean(a))
+
+
+def _difference(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.mean(a) - np.mean(b))
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     """The learned-sink model against the vanilla one: first-token mass (difference of the means
-    over windows) and the PPL ratio of 0 over 4 kept tokens; and the vanilla controls."""
+    over windows) and the PPL ratio of 0 over 4 kept tokens; and the vanilla controls: its sink
+    rate and its PPL ratio of 0 over 4 kept tokens."""
     attention, table, windows = tables["attention"], tables["ppl"], tables["windows"]
     model, context = lm_note(table, settings)
-    learned, vanilla = window_mass(attention, "learned_sink"), window_mass(attention, "vanilla")
-    n = len(vanilla)
-    mass = attention.groupby("variant").first_token_mass.mean()
-    mass_note = (
-        f"mean first-token mass over {n} windows of {settings['arch']['context']} bytes and "
-        f"{attention.layer.nunique()} layer(s): "
-        + ", ".join(f"{v} {m:.4f}" for v, m in mass.items())
+    learned = per_window(attention, "learned_sink", "first_token_mass")
+    vanilla = per_window(attention, "vanilla", "first_token_mass")
+    rate = per_window(attention, "vanilla", "first_token_sink_rate")
+    means = attention.groupby("variant")[["first_token_mass", "first_token_sink_rate"]].mean()
+    span = (
+        f"{len(vanilla)} windows of {settings['arch']['context']} bytes and "
+        f"{attention.layer.nunique()} layer(s)"
     )
-
-    def difference(a, b):
-        return float(np.mean(a) - np.mean(b))
-
-    def mean(a):
-        return float(np.mean(a))
-
+    mass_note = f"mean first-token mass over {span}: " + ", ".join(
+        f"{v} {m:.4f}" for v, m in means.first_token_mass.items()
+    )
+    rate_note = (
+        f"% of (window, layer, head) with first-token share > {SINK_RATE_EPS:g} over {span}: "
+        + ", ".join(f"{v} {r:.1f}" for v, r in means.first_token_sink_rate.items())
+    )
     found = {
         "S7.first_token_mass_falls": Measured(
-            difference(learned, vanilla),
+            _difference(learned, vanilla),
             model,
-            f"{mass_note}; learned_sink - vanilla {difference(learned, vanilla):.4f}",
-            bootstrap(difference, learned, vanilla, unit="windows"),
+            f"{mass_note}; learned_sink - vanilla {_difference(learned, vanilla):.4f}",
+            bootstrap(_difference, learned, vanilla, unit="windows"),
         ),
-        # the control: does the vanilla LM have a first-token sink?
-        "S7.vanilla_first_token_mass": Measured(
-            mean(vanilla), model, mass_note, bootstrap(mean, vanilla, unit="windows")
+        # the control: does the vanilla LM have first-token sinks?
+        "S7.vanilla_sink_rate": Measured(
+            _mean(rate), model, rate_note, bootstrap(_mean, rate, unit="windows")
         ),
     }
     for claim, variant in (

@@ -1,21 +1,22 @@
 """Table helpers the streaming exhibits share: perplexity from the per-token NLL tables of
-`run.part_nll` (S3, S4), the paired NLL differences of two conditions summed per block of text
-positions with the bootstrap interval of their PPL ratio, and the description of the pretrained
-byte-level LMs (S6, S7).
+`run.part_nll` (S3, S4), the NLLs of compared conditions summed per block of text positions once
+the cache is full, the statistics of the claims on them (a PPL ratio, the share of a window's
+log-PPL gap that a policy closes) with their bootstrap intervals over the blocks, and the
+description of the pretrained byte-level LMs (S6, S7).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
-from ..stats import Interval, bootstrap, undecided
+from ..stats import Interval, bootstrap
 
-# the two strata of the positions of one stream: before the cache fills every policy keeps every
-# token (the conditions of one stream score these positions alike), after it they differ
-STRATA = ("before the cache fills", "after")
+# the statistics of the S3 / S4 claims, by name (`nll_blocks` roles they read)
+PPL_RATIO, GAP_SHARE = "ppl ratio", "gap share"
+ROLES = {PPL_RATIO: ("condition", "reference"), GAP_SHARE: ("window", "condition", "reference")}
 
 
 def read_nll(paths: list[str]) -> pd.DataFrame:
@@ -29,58 +30,101 @@ def ppl(frame: pd.DataFrame) -> float:
     return float(np.exp(frame.nll.mean()))
 
 
-def nll_blocks(
-    a: pd.DataFrame, b: pd.DataFrame, cache: int, block: int, positions=None
-) -> pd.DataFrame:
-    """The paired NLL differences a - b of two conditions (rows: position, nll) on the text
-    positions both scored (only those in `positions`, when given), summed per block of `block`
-    contiguous text positions, in two strata: positions < `cache` (before the cache fills) and
-    the others. One row per block: stratum, block, tokens (positions scored), nll_diff (sum)."""
-    both = pd.merge(a[["position", "nll"]], b[["position", "nll"]], on="position")
-    if positions is not None:
-        both = both[both.position.isin(positions)]
-    after = both.position >= cache
-    start = np.where(after, cache, 1)
-    frame = pd.DataFrame(
-        {
-            "stratum": np.where(after, STRATA[1], STRATA[0]),
-            "block": (both.position.to_numpy() - start) // block,
-            "difference": (both.nll_x - both.nll_y).to_numpy(),
-        }
+def full_cache(frame: pd.DataFrame, cache: int) -> pd.DataFrame:
+    """The rows at text positions after the first `cache`: there every policy of size `cache`
+    attends a full cache that has evicted a token, whatever the stream's prefix (text position
+    i is predicted by the query at stream index prefix + i - 1, which has seen prefix + i > cache
+    tokens). Before, every policy keeps every token of the same stream, so they score alike and
+    a ratio over them is pulled towards 1."""
+    return frame[frame.position > cache]
+
+
+def nll_blocks(conditions: dict[str, pd.DataFrame], cache: int, block: int) -> pd.DataFrame:
+    """The per-token NLLs of compared conditions ({role: rows position, nll}) on the text
+    positions after the first `cache` (`full_cache`) that every one of them scored, summed per
+    block of `block` contiguous positions (counted from position cache + 1). One row per block:
+    block, tokens (positions scored), nll_<role> (the sum of each role's NLL), block_tokens."""
+    merged = None
+    for role, frame in conditions.items():
+        part = full_cache(frame, cache)[["position", "nll"]].rename(columns={"nll": f"nll_{role}"})
+        merged = part if merged is None else merged.merge(part, on="position")
+    merged = merged.assign(block=(merged.position - cache - 1) // block)
+    sums = [f"nll_{role}" for role in conditions]
+    out = merged.groupby("block", sort=True).agg(
+        tokens=("position", "size"), **{column: (column, "sum") for column in sums}
     )
-    out = (
-        frame.groupby(["stratum", "block"], sort=True).difference.agg(["size", "sum"]).reset_index()
-    )
-    out = out.rename(columns={"size": "tokens", "sum": "nll_diff"})
-    return out.assign(block_tokens=block)
+    return out.reset_index().assign(block_tokens=block)
+
+
+def _ratio(rows: np.ndarray) -> float:
+    """PPL(condition) / PPL(reference) from block rows (tokens, condition, reference)."""
+    total = rows.sum(0)
+    return float(np.exp((total[1] - total[2]) / total[0]))
+
+
+def _share(rows: np.ndarray) -> float:
+    """The share of the window's log-PPL excess over the reference that the condition removes,
+    from block rows (window, condition, reference); NaN when the window is not worse."""
+    window, condition, reference = rows.sum(0)
+    gap = window - reference
+    return float((window - condition) / gap) if gap > 0 else np.nan
+
+
+def _over_blocks(
+    statistic: Callable[[np.ndarray], float], blocks: pd.DataFrame, columns: list[str]
+) -> tuple[float, Interval]:
+    """`statistic` of the blocks' `columns` and its percentile bootstrap interval over the
+    blocks (undecided with fewer than two blocks or where the statistic is undefined)."""
+    rows = blocks[columns].to_numpy(dtype=float)
+    unit = f"blocks of {int(blocks.block_tokens.iloc[0])} positions"
+    return statistic(rows), bootstrap(statistic, rows, unit=unit)
 
 
 def ppl_ratio(blocks: pd.DataFrame) -> tuple[float, Interval]:
-    """PPL(a) / PPL(b) = exp(mean NLL difference) over the positions of `nll_blocks`, and its
-    percentile bootstrap interval over the blocks (resampled within each stratum: the number of
-    positions before the cache fills is fixed by the design, not sampled). A stratum of a single
-    block is kept as it is."""
-    strata = [
-        part[["nll_diff", "tokens"]].to_numpy(dtype=float)
-        for _, part in blocks.groupby("stratum", sort=True)
-    ]
-    resampled = [s for s in strata if len(s) >= 2]
-    fixed = sum((s.sum(0) for s in strata if len(s) < 2), np.zeros(2))
+    """PPL(condition) / PPL(reference) = exp(mean paired NLL difference) over the positions of
+    `nll_blocks`, with its bootstrap interval over the blocks."""
+    return _over_blocks(_ratio, blocks, ["tokens", "nll_condition", "nll_reference"])
 
-    def statistic(*rows: np.ndarray) -> float:
-        """The ratio of the blocks `rows` (indices into each resampled stratum)."""
-        total = fixed + sum(
-            (s[r.astype(int)].sum(0) for s, r in zip(resampled, rows, strict=True)), np.zeros(2)
+
+def gap_share(blocks: pd.DataFrame) -> tuple[float, Interval]:
+    """The share of the window's log-PPL gap over the reference that the condition closes,
+    (log PPL(window) - log PPL(condition)) / (log PPL(window) - log PPL(reference)) over the
+    positions of `nll_blocks`: 1 when the condition does as well as the reference, 0 when no
+    better than the window; undefined (NaN) when the window is not worse than the reference.
+    With its bootstrap interval over the blocks."""
+    return _over_blocks(_share, blocks, ["nll_window", "nll_condition", "nll_reference"])
+
+
+STATISTICS = {PPL_RATIO: ppl_ratio, GAP_SHARE: gap_share}
+
+
+def block_ppl(blocks: pd.DataFrame, role: str) -> float:
+    """exp(mean NLL) of one role over the positions of `nll_blocks`."""
+    return float(np.exp(blocks[f"nll_{role}"].sum() / blocks.tokens.sum()))
+
+
+def measure_blocks(part: pd.DataFrame, cache: int) -> tuple[float, Interval, str]:
+    """One claim's statistic on its rows of a blocks table (named by their `statistic` column;
+    its conditions by the role columns), the interval, and the note's account of it: the PPLs
+    of the conditions on the positions compared, and how many."""
+    statistic = part.statistic.iloc[0]
+    value, interval = STATISTICS[statistic](part)
+    names = {role: part[role].iloc[0] for role in ROLES[statistic]}
+    shown = {role: f"PPL {block_ppl(part, role):.2f} ({name})" for role, name in names.items()}
+    if statistic == PPL_RATIO:
+        text = f"{shown['condition']} vs {shown['reference']}"
+    elif np.isfinite(value):
+        text = (
+            f"{names['condition']} closes {value:.3f} of the log-PPL gap from "
+            f"{shown['window']} to {shown['reference']}, at {shown['condition']}"
         )
-        return float(np.exp(total[0] / total[1]))
-
-    unit = f"blocks of {int(blocks.block_tokens.iloc[0])} positions"
-    indices = [np.arange(len(s)) for s in resampled]  # the bootstrap resamples 1-D samples
-    value = statistic(*indices)
-    if not resampled:
-        return value, undecided(len(blocks), f"bootstrap over {unit}")
-    interval = bootstrap(statistic, *indices, unit=unit, paired=False)
-    return value, replace(interval, n=len(blocks))
+    else:
+        text = f"no gap to close: {shown['window']} is not above {shown['reference']}"
+    where = (
+        f" on {int(part.tokens.sum())} text positions after the first {cache} (cache full) in "
+        f"{len(part)} blocks of {int(part.block_tokens.iloc[0])}"
+    )
+    return value, interval, text + where
 
 
 def sink_lm_context(ppl_table: pd.DataFrame, settings: dict) -> tuple[str, str]:

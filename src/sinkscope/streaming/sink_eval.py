@@ -1,7 +1,8 @@
 """Evaluation of the small LMs pretrained with sink variants (S6, S7) on held-out bytes.
 
 The held-out text is cut into evaluation windows, each streamed on its own from its first byte,
-so every window has its own initial tokens; the exhibits resample these windows.
+so every window has its own initial tokens; the exhibits resample these windows. Where the
+attention goes is read per window and layer: the first token's share and the sink rate.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..metrics import SINK_RATE_EPS, causal_mask, first_token_alpha
 from .evaluate import nll_fast_many
 from .policies import Policy
-from .pretrain import SINK_TOKEN, first_token_mass
+from .pretrain import SINK_TOKEN
 
 
 def eval_windows(held_out: np.ndarray, tokens: int, windows: int, cache: int) -> torch.Tensor:
@@ -64,6 +66,33 @@ def streaming_ppl(
                     "nll": float(nll.mean()),
                 }
             )
+    return rows
+
+
+@torch.no_grad()
+def first_token_mass(model: torch.nn.Module, windows: torch.Tensor) -> list[dict[str, float]]:
+    """Per window and layer: the first key's alpha (mean attention of the queries that see it,
+    `sinkscope.metrics.first_token_alpha`) averaged over heads, the sink rate (% of heads whose
+    alpha exceeds `SINK_RATE_EPS`, Gu et al.'s criterion of a sink head) and the weight left on
+    the sink logit by queries i >= 1, averaged over heads."""
+    device = next(model.parameters()).device
+    out = model(input_ids=windows.to(device), output_attentions=True)
+    visible = causal_mask(windows.shape[1])
+    rows = []
+    for layer, attn in enumerate(a.float().cpu() for a in out.attentions):
+        alpha = first_token_alpha(attn, visible)  # (batch, heads)
+        first, rate = alpha.mean(-1), 100 * (alpha > SINK_RATE_EPS).float().mean(-1)
+        spare = (1 - attn.sum(-1)[..., 1:].mean(-1)).mean(-1)  # weight left on the sink logit
+        rows += [
+            {
+                "window": window,
+                "layer": layer,
+                "first_token_mass": float(first[window]),
+                "first_token_sink_rate": float(rate[window]),
+                "sink_logit_mass": float(spare[window]),
+            }
+            for window in range(len(windows))
+        ]
     return rows
 
 
