@@ -2,7 +2,10 @@
 S2, U3-U7, D1 and D3 through their three functions (tables from parquet files, claims and
 figures from the tables as written to parquet and read back). Each claim is fed tables with its
 value clearly on one side of its catalogue check, then on the other: value, interval (bootstrap
-over the inputs) and the note's numbers are checked, and the verdict the interval gives."""
+over the inputs) and the note's numbers are checked, and the verdict the interval gives; each
+control is also fed tables that lack its phenomenon, and the scorecard's verdict on its claim is
+then inconclusive. D3's intervention plan (sink heads and the negative control's random heads)
+is checked on hand-built heads tables."""
 
 from __future__ import annotations
 
@@ -13,16 +16,20 @@ import pandas as pd
 import pytest
 
 from sinkscope import diagnostics as dx
-from sinkscope import plotting
+from sinkscope import plotting, scorecard
+from sinkscope.catalogue import find_claim
 from sinkscope.exhibits import d1, d3, s2, u3, u4, u5, u6, u7
-from sinkscope.scorecard import judge, load_claims
+from sinkscope.scorecard import INCONCLUSIVE, judge, load_claims
+from sinkscope.stats import event_rate
 
-CHECKS = {claim["id"]: claim["check"] for claim in load_claims()}
-CHECKS |= {
+# the catalogue's checks of the measures that are controls, then of the claims (a claim that is
+# also another claim's control, U4.specialised_heads, is judged by its own check)
+CONTROLS = {
     control["measure"]: control["check"]
     for claim in load_claims()
     for control in claim.get("preconditions", [])
 }
+CHECKS = CONTROLS | {claim["id"]: claim["check"] for claim in load_claims()}
 
 CLASS_OF = {"NOP": (0.1, 3.0), "Broadcast": (2.0, 1.0)}  # (ratio_out, srank)
 
@@ -83,14 +90,20 @@ def run(exhibit, tmp_path, extracted, settings, claim_model="m", **claim_setting
     return tables, exhibit.claims(tables, claim_settings)
 
 
-def verdict(claim_id: str, found) -> bool | None:
+def verdict(claim_id: str, found, checks: dict = CHECKS) -> bool | None:
     """The verdict the measured interval gives against the claim's catalogue check (True:
     replicated, False: not replicated, None: undecided), after checking the interval holds the
-    value."""
+    value; with `checks=CONTROLS`, against the check of the control it is."""
     interval = found.interval
     if not np.isnan(float(found.value)):
         assert interval.low <= float(found.value) <= interval.high, (claim_id, found)
-    return judge(CHECKS[claim_id], interval.low, interval.high)
+    return judge(checks[claim_id], interval.low, interval.high)
+
+
+def scorecard_verdict(claim_id: str, claims: dict) -> str:
+    """The scorecard's verdict on a claim from the measured records of an exhibit's claims."""
+    measured = {name: found.record() for name, found in claims.items()}
+    return scorecard.verdict(find_claim(claim_id), measured)[0]
 
 
 def settings_for(*models, registers=0, **extra):
@@ -165,21 +178,81 @@ def test_regime_counts_and_mechanism():
     assert table[table.sink_head][["layer", "head"]].values.tolist() == [[2, 0]]
 
 
-def test_sink_heads_and_intervention_rise():
+def test_sink_heads_and_sink_head_mask():
     assert dx.sink_heads(heads_table(), 1, 0.5) == {2: [0]}
-    rise = dx.intervention_rise(similarity_table()).set_index("layer")
-    assert rise.loc[1, "rise"] == 0.0 and rise.loc[2, "rise"] == pytest.approx(0.3)
+    flags = np.array([[1, 0, 1], [1, 0, 0], [0, 0, 1], [1, 1, 0]], dtype=float)
+    assert dx.sink_head_mask(flags, 0.5).tolist() == [True, False, True]
+    assert dx.sink_head_mask(flags, 0.6).tolist() == [True, False, False]
 
 
-def similarity_table() -> pd.DataFrame:
-    return pd.DataFrame(
+def plan_heads(sinks: list[tuple[int, int]], n_layers: int = 4, n_heads: int = 4) -> pd.DataFrame:
+    """A heads table whose sink heads (a sink event on every input) are `sinks`."""
+    return heads_table(
+        n_samples=2, n_layers=n_layers, n_heads=n_heads, sinks=dict.fromkeys(sinks, (0, "NOP"))
+    )
+
+
+def heads_of(plan: pd.DataFrame, condition: str, draw: int) -> set[tuple[int, int]]:
+    part = plan[(plan.condition == condition) & (plan.draw == draw)]
+    return set(zip(part.layer, part["head"], strict=True))
+
+
+def test_intervention_plan_matches_sink_heads_with_as_many_random_other_heads():
+    # layer 1: three sink heads and one other head; layer 2: one sink head, three others;
+    # layer 3: four others; layer 0 is not counted
+    sinks = [(0, 1), (1, 0), (1, 1), (1, 2), (2, 0)]
+    plan = dx.intervention_plan(plan_heads(sinks), 1, 0.5, draws=3, seed=0)
+    assert list(plan.columns) == dx.PLAN_COLUMNS
+    counted_sinks = set(sinks[1:])
+    assert heads_of(plan, "sink", 0) == counted_sinks
+    for draw in range(3):
+        assert heads_of(plan, "matched_sink", draw) == counted_sinks  # as many others as sinks
+        random = plan[(plan.condition == "random") & (plan.draw == draw)]
+        drawn = heads_of(plan, "random", draw)
+        assert len(drawn) == 4 and not drawn & counted_sinks and min(random.layer) >= 1
+        # the one other head of layer 1 and one of layer 2 in the sink heads' layers, the rest
+        # from what is left (layers 2 and 3)
+        same = random[random.same_layer]
+        assert (1, 3) in drawn and sorted(same.layer) == [1, 2]
+        assert not random[~random.same_layer].layer.isin([0, 1]).any()
+    assert plan.equals(dx.intervention_plan(plan_heads(sinks), 1, 0.5, draws=3, seed=0))
+    other_seeds = [dx.intervention_plan(plan_heads(sinks), 1, 0.5, 3, seed) for seed in (1, 2)]
+    assert any(not plan.equals(other) for other in other_seeds)
+
+
+def test_intervention_plan_with_more_sink_heads_than_other_heads():
+    # 6 of the 8 counted heads are sink heads: each draw pairs 2 of them with the 2 others
+    sinks = [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
+    plan = dx.intervention_plan(plan_heads(sinks, n_layers=3), 1, 0.5, draws=4, seed=0)
+    assert len(heads_of(plan, "sink", 0)) == 6
+    for draw in range(4):
+        assert len(heads_of(plan, "matched_sink", draw)) == 2
+        assert heads_of(plan, "matched_sink", draw) <= set(sinks)
+        assert heads_of(plan, "random", draw) == {(1, 3), (2, 3)}
+    # every counted head a sink head: no draws; no sink head: nothing to make uniform
+    every = [(layer, head) for layer in (1, 2) for head in range(4)]
+    plan = dx.intervention_plan(plan_heads(every, n_layers=3), 1, 0.5, draws=4, seed=0)
+    assert set(plan.condition) == {"sink"} and len(plan) == 8
+    assert dx.intervention_plan(plan_heads([]), 1, 0.5, draws=4, seed=0).empty
+
+
+def test_with_plan_sizes_counts_the_heads_of_each_condition():
+    plan = dx.intervention_plan(plan_heads([(1, 0), (1, 1), (1, 2), (2, 0)]), 1, 0.5, 2, seed=0)
+    rows = pd.DataFrame(
         {
-            "sample": [0, 0, 0, 0],
-            "layer": [1, 1, 2, 2],
-            "condition": ["original", "uniform"] * 2,
-            "token_similarity": [0.1, 0.1, 0.2, 0.5],
+            "sample": 0,
+            "layer": 4,
+            "condition": ["original", "sink", "matched_sink", "random", "random"],
+            "draw": [0, 0, 1, 0, 1],
+            "token_similarity": 0.5,
         }
     )
+    sized = dx.with_plan_sizes(rows, plan)
+    assert sized.n_heads.tolist() == [0, 4, 4, 4, 4]
+    # random: the other head of layer 1 and one of layer 2 drawn in their layers, two elsewhere
+    assert sized.n_same_layer.tolist() == [0, 4, 4, 2, 2]
+    nothing = dx.with_plan_sizes(rows.head(1), dx.intervention_plan(plan_heads([]), 1, 0.5, 2, 0))
+    assert nothing[["n_heads", "n_same_layer"]].values.tolist() == [[0, 0]]
 
 
 def test_per_input_tables_keep_every_input_and_make_complete_grids():
@@ -224,24 +297,37 @@ def test_spearman_of_monotone_series():
     assert dx.spearman(pd.Series([1, 2, 3]), pd.Series([3, 2, 1])) == pytest.approx(-1.0)
 
 
-def test_s2_lowest_layer_share_beyond_the_bottom_two(tmp_path):
+def test_s2_per_input_sink_rate_is_the_share_of_sink_heads():
+    """Gu et al.'s criterion per (window, layer): % of heads whose first-token share > 0.3."""
+    table = s2.per_input(heads_table(n_samples=2)).set_index(["sample", "layer"])
+    assert table.sink_rate.tolist() == [0, 0, 50] * 2  # only head 0 of layer 2 sinks (0.9)
+    assert table.first_share.loc[(0, 2)] == pytest.approx(0.5)
+    at_eps = heads_table(n_samples=1).assign(first_mass=0.3)
+    assert s2.per_input(at_eps).sink_rate.max() == 0  # the criterion is strict: > 0.3
+
+
+def test_s2_lowest_layer_sink_rate_beyond_the_bottom_two(tmp_path):
     heads = heads_table(n_samples=10, n_layers=4)
     beyond = heads.layer >= 2
     heads.loc[beyond, "first_mass"] = 0.5 + 0.02 * (heads.loc[beyond, "sample"] % 3)
     _, claims = run(s2, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
     found = claims["S2.initial_tokens_beyond_bottom_two"]
-    assert found.value == pytest.approx(0.518) and found.model == "m"
+    assert found.value == pytest.approx(100) and found.model == "m"
     assert found.note == (
-        "layer-mean first-token share over layers 2-3: lowest 0.52 (layer 2), highest 0.52; "
-        "10 windows"
+        "% of heads with first-token share > 0.3 per layer over layers 2-3, mean over 10 "
+        "windows: lowest 100.0 (layer 2), highest 100.0; head-averaged first-token share from "
+        "0.52 to 0.52"
     )
     assert verdict("S2.initial_tokens_beyond_bottom_two", found) is True
     assert found.interval.n == 10 and found.interval.basis == "bootstrap over windows"
+    # layer 3: head 1 never a sink, head 0 a sink in 4 of the 10 windows: 20 % of its heads
     low = heads.layer == 3
-    heads.loc[low, "first_mass"] = 0.2 + 0.02 * (heads.loc[low, "sample"] % 3)
+    heads.loc[low, "first_mass"] = np.where(
+        (heads.loc[low, "head"] == 0) & (heads.loc[low, "sample"] % 3 == 0), 0.6, 0.2
+    )
     _, claims = run(s2, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
     found = claims["S2.initial_tokens_beyond_bottom_two"]
-    assert found.value == pytest.approx(0.218) and "lowest 0.22 (layer 3)" in found.note
+    assert found.value == pytest.approx(20) and "lowest 20.0 (layer 3)" in found.note
     assert verdict("S2.initial_tokens_beyond_bottom_two", found) is False
     _, claims = run(s2, tmp_path, {"heads": {"m": heads_table(n_layers=2)}}, settings_for("m"))
     found = claims["S2.initial_tokens_beyond_bottom_two"]
@@ -282,35 +368,42 @@ def test_u3_first_token_early_other_token_deep_unless_a_register(tmp_path):
 
 
 def test_u4_most_specialised_head_and_its_neighbours(tmp_path):
-    sinks = {(0, 1): (0, "NOP"), (2, 0): (0, "NOP")}  # layer 0 is left out
-    heads = heads_table(n_samples=20, n_heads=4, sinks=sinks, inputs={(2, 0): 19})
+    sinks = {(0, 1): (0, "NOP"), (2, 0): (0, "NOP"), (2, 1): (0, "NOP")}  # layer 0 is left out
+    inputs = {(2, 0): 16, (2, 1): 6}
+    heads = heads_table(n_samples=20, n_heads=4, sinks=sinks, inputs=inputs)
     tables, claims = run(u4, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
     found = claims["U4.specialised_heads"]
-    assert found.value == pytest.approx(95.0) and verdict("U4.specialised_heads", found) is True
+    assert found.value == pytest.approx(80.0) and found.model == "m"
     counted = tables["table"][tables["table"].layer >= 1]
     assert found.value == pytest.approx(counted.pct_relaxed.max())
-    gap = claims["U4.neighbours_do_not"]
-    assert gap.value == pytest.approx(95.0) and verdict("U4.neighbours_do_not", gap) is True
-    assert gap.note == (
-        "layer 2, head 0: a sink event on 95.0 % of 20 images; the other 3 heads of layer 2: "
-        "mean 0.0 %, max 0.0 %"
+    # 16 of 20 images: the resamples spread the rate around 80 beyond +- 5
+    assert verdict("U4.specialised_heads", found) is None
+    neighbours = claims["U4.neighbours_do_not"]
+    assert neighbours.value == pytest.approx(10.0)
+    assert verdict("U4.neighbours_do_not", neighbours) is True
+    assert neighbours.note == (
+        "layer 2, head 0: a sink event on 80.0 % of 20 images; the other 3 heads of layer 2: "
+        "mean 10.0 %, max 30.0 %"
     )
-    assert found.note == "layer 2, head 0: a sink event on 95.0 % of 20 images"
+    assert found.note == "layer 2, head 0: a sink event on 80.0 % of 20 images"
     assert set(tables["table"].columns) >= {"pct_relaxed", "pct_strict_0.1", "model"}
     assert set(tables["per_input"].layer) == {1, 2} and len(tables["per_input"]) == 160
-    # a head on 25 % of the inputs is not specialised
-    heads = heads_table(n_samples=20, n_heads=4, sinks=sinks, inputs={(2, 0): 5})
-    _, claims = run(u4, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
-    found = claims["U4.specialised_heads"]
-    assert found.value == pytest.approx(25.0) and verdict("U4.specialised_heads", found) is False
-    # every head of the layer sinks as often: no gap to the neighbours
+    # a head on every input is more than ~80 %; on 25 % of the inputs, less
+    for n_inputs, value in ((20, 100.0), (5, 25.0)):
+        one = {(2, 0): (0, "NOP")}
+        heads = heads_table(n_samples=20, n_heads=4, sinks=one, inputs={(2, 0): n_inputs})
+        _, claims = run(u4, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
+        found = claims["U4.specialised_heads"]
+        assert found.value == pytest.approx(value)
+        assert verdict("U4.specialised_heads", found) is False
+    # every head of the layer sinks as often: the neighbours sink on most inputs
     layer = {(2, head): (0, "NOP") for head in range(4)}
     heads = heads_table(n_samples=20, n_heads=4, sinks=layer, inputs=dict.fromkeys(layer, 19))
     _, claims = run(u4, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
-    gap = claims["U4.neighbours_do_not"]
-    assert gap.value == pytest.approx(0.0) and verdict("U4.neighbours_do_not", gap) is False
-    assert gap.note.endswith("the other 3 heads of layer 2: mean 95.0 %, max 95.0 %")
-    assert verdict("U4.specialised_heads", claims["U4.specialised_heads"]) is True
+    neighbours = claims["U4.neighbours_do_not"]
+    assert neighbours.value == pytest.approx(95.0)
+    assert verdict("U4.neighbours_do_not", neighbours) is False
+    assert neighbours.note.endswith("the other 3 heads of layer 2: mean 95.0 %, max 95.0 %")
 
 
 def test_u5_nop_early_broadcast_deep(tmp_path):
@@ -332,9 +425,13 @@ def test_u5_nop_early_broadcast_deep(tmp_path):
         "images"
     )
     assert verdict("U5.nop_early_broadcast_deep", found) is True
-    events = claims["U5.sink_events"]
-    assert events.value == 25 and events.note == "25 counted sink events over 10 images"
-    assert verdict("U5.sink_events", events) is True and events.interval.low > 1
+    rates = {name: claims[f"U5.{name}_per_image"] for name in ("events", "nop", "broadcast")}
+    assert [rate.value for rate in rates.values()] == [2.5, 1.2, 1.3]
+    assert rates["events"].note == "25 counted sink events over 10 images"
+    assert rates["nop"].note == "12 NOP sink events over 10 images"
+    assert rates["broadcast"].interval == event_rate(13, 10, "images")
+    assert all(verdict(f"U5.{name}_per_image", rate) for name, rate in rates.items())
+    assert scorecard_verdict("U5.nop_early_broadcast_deep", claims) == scorecard.REPLICATED
     counts = tables["counts"][tables["counts"].model == "m"].set_index("band")
     assert counts.loc["early", "NOP"] == 10 and counts.loc["deep", "Broadcast"] == 10
     per_input = tables["per_input"][tables["per_input"].model == "m"]
@@ -349,13 +446,66 @@ def test_u5_nop_early_broadcast_deep(tmp_path):
     assert verdict("U5.nop_early_broadcast_deep", found) is False
     # no events: the control lacks them and the claim has no value
     _, claims = run(u5, tmp_path, {"heads": {"m": heads_table(sinks={})}}, settings_for("m"))
-    assert claims["U5.sink_events"].value == 0
-    assert verdict("U5.sink_events", claims["U5.sink_events"]) is False
+    assert claims["U5.events_per_image"].value == 0
+    # 4 images cannot tell no events from the paper's 0.45 per image: the control is undecided
+    assert verdict("U5.events_per_image", claims["U5.events_per_image"], CONTROLS) is None
+    assert scorecard_verdict("U5.nop_early_broadcast_deep", claims) == INCONCLUSIVE
     found = claims["U5.nop_early_broadcast_deep"]
     assert np.isnan(found.value) and verdict("U5.nop_early_broadcast_deep", found) is None
     assert found.note == (
         "0 early+middle and 0 deep events over 4 images: a depth without events has no class shares"
     )
+
+
+def test_u5_without_broadcast_events_its_control_lacks_them(tmp_path):
+    # NOP events early, none of class Broadcast: the Broadcast share differs by 0, but the control
+    # (Broadcast events at the paper's 0.09 per image) lacks them over 50 images
+    heads = heads_table(n_samples=50, n_layers=6, sinks={(1, 0): (0, "NOP"), (5, 0): (0, "NOP")})
+    heads.loc[(heads.layer == 5) & (heads["sample"] >= 10), "event_relaxed"] = False
+    _, claims = run(u5, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
+    assert claims["U5.nop_early_broadcast_deep"].value == pytest.approx(0.0)
+    assert claims["U5.nop_per_image"].value == 1.2
+    assert verdict("U5.nop_per_image", claims["U5.nop_per_image"], CONTROLS) is True
+    broadcast = claims["U5.broadcast_per_image"]
+    assert broadcast.value == 0 and broadcast.interval.high == pytest.approx(3.689 / 50, abs=1e-3)
+    assert verdict("U5.broadcast_per_image", broadcast, CONTROLS) is False
+    assert scorecard_verdict("U5.nop_early_broadcast_deep", claims) == INCONCLUSIVE
+
+
+def test_u3_and_u4_controls_need_the_papers_rate_of_sink_events(tmp_path):
+    # one head with a sink event on 5 of 50 images: 0.1 events per image, far below the paper's
+    # 0.45; U3's pattern holds and U4's neighbours do not sink, but the controls lack the events
+    sinks = {(1, 0): (0, "NOP"), (5, 0): (7, "NOP")}
+    heads = heads_table(n_samples=50, n_layers=6, sinks=sinks, inputs=dict.fromkeys(sinks, 5))
+    extracted = {"heads": {"m": heads}}
+    claims = {}
+    for exhibit in (u3, u4, u5):
+        claims |= run(exhibit, tmp_path, extracted, settings_for("m"))[1]
+    rate = claims["U5.events_per_image"]
+    assert rate.value == pytest.approx(0.2) and verdict("U5.events_per_image", rate) is False
+    assert claims["U3.cls_early_patch_deep"].value is True
+    assert verdict("U4.neighbours_do_not", claims["U4.neighbours_do_not"]) is True
+    for claim in ("U3.cls_early_patch_deep", "U4.specialised_heads", "U4.neighbours_do_not"):
+        assert scorecard_verdict(claim, claims) == INCONCLUSIVE, claim
+    # the same heads on every image: 2 events per image, the controls show the phenomenon, and
+    # U4's most specialised head (100 %, sinks on most inputs) is judged against ~80 %
+    heads = heads_table(n_samples=50, n_layers=6, sinks=sinks)
+    claims = {}
+    for exhibit in (u3, u4, u5):
+        claims |= run(exhibit, tmp_path, {"heads": {"m": heads}}, settings_for("m"))[1]
+    assert scorecard_verdict("U3.cls_early_patch_deep", claims) == scorecard.REPLICATED
+    assert scorecard_verdict("U4.specialised_heads", claims) == scorecard.NOT_REPLICATED
+    assert scorecard_verdict("U4.neighbours_do_not", claims) == scorecard.REPLICATED
+    # a most specialised head on a quarter of the inputs is no specialised head: U4's second
+    # control lacks it, though its neighbours sink on none
+    quarter = {(layer, 0): (0, "NOP") for layer in range(1, 6)}
+    heads = heads_table(n_samples=40, n_layers=6, sinks=quarter, inputs=dict.fromkeys(quarter, 10))
+    claims = {}
+    for exhibit in (u4, u5):
+        claims |= run(exhibit, tmp_path, {"heads": {"m": heads}}, settings_for("m"))[1]
+    assert verdict("U5.events_per_image", claims["U5.events_per_image"], CONTROLS) is True
+    assert verdict("U4.specialised_heads", claims["U4.specialised_heads"], CONTROLS) is False
+    assert scorecard_verdict("U4.neighbours_do_not", claims) == INCONCLUSIVE
 
 
 def test_u6_share_of_register_sinks_that_are_nop(tmp_path):
@@ -372,8 +522,10 @@ def test_u6_share_of_register_sinks_that_are_nop(tmp_path):
         "18 NOP of 20 register sink events over 10 images"
     )
     assert verdict("U6.registers_mostly_nop", found) is True
-    events = claims["U6.register_events"]
-    assert events.value == 20 and verdict("U6.register_events", events) is True
+    rate = claims["U6.register_events_per_image"]
+    assert rate.value == 2.0 and rate.interval == event_rate(20, 10, "images")
+    assert verdict("U6.register_events_per_image", rate) is True
+    assert scorecard_verdict("U6.registers_mostly_nop", claims) == scorecard.REPLICATED
     assert set(tables["table"].location) == {"register"}
     assert tables["per_input"][dx.CLASSES].sum().tolist() == [18, 2, 0]
     # mostly Broadcast on the registers
@@ -387,46 +539,64 @@ def test_u6_share_of_register_sinks_that_are_nop(tmp_path):
     # no registers: no register events, the control lacks them
     _, claims = run(u6, tmp_path, {"heads": {"m": heads}}, settings_for("m", registers=0))
     assert np.isnan(claims["U6.registers_mostly_nop"].value)
-    assert claims["U6.register_events"].value == 0
-    assert verdict("U6.register_events", claims["U6.register_events"]) is False
+    assert claims["U6.register_events_per_image"].value == 0
+    assert verdict("U6.register_events_per_image", claims["U6.register_events_per_image"]) is False
+    assert scorecard_verdict("U6.registers_mostly_nop", claims) == INCONCLUSIVE
 
 
 def test_u7_sink_heads_have_the_qk_peak_and_massive_activation(tmp_path):
-    def claims_for(peaks, massive, min_rate=0.5):
-        qk = pd.DataFrame({"layer": [0, 0, 1, 1, 2, 2], "head": [0, 1] * 3, "spectral_peak": peaks})
-        heads = heads_table(n_samples=20, inputs={(2, 0): 16}, massive=massive)
+    def claims_for(peaks, massive, sinks=((1, 0), (2, 0), (2, 1)), min_rate=0.5):
+        qk = pd.DataFrame(
+            {"layer": np.repeat([0, 1, 2], 4), "head": [0, 1, 2, 3] * 3, "spectral_peak": peaks}
+        )
+        heads = heads_table(
+            n_samples=20,
+            n_heads=4,
+            sinks=dict.fromkeys(sinks, (0, "NOP")),
+            inputs=dict.fromkeys(sinks, 16),
+            massive=massive,
+        )
         extracted = {"heads": {"m": heads}, "qk": {"m": qk}}
         settings = settings_for("m", min_event_rate=min_rate)
         return run(u7, tmp_path, extracted, settings, min_event_rate=min_rate)[1]
 
-    claims = claims_for([1, 1, 1, 1, 9, 1], massive=50.0)
+    # layer 0 (left out) and the other heads: peak 1; sink heads: 9, 9 and 7
+    peaks = [1, 1, 1, 1, 9, 1, 1, 1, 9, 7, 1, 1]
+    claims = claims_for(peaks, massive=50.0)
     peak, massive = claims["U7.qk_peak_sink_heads"], claims["U7.massive_activation"]
     assert peak.value == pytest.approx(8.0) and verdict("U7.qk_peak_sink_heads", peak) is True
     assert peak.note == (
-        "median QK spectral peak 9.00 over 1 sink heads vs 1.00 over 3 other heads"
+        "median QK spectral peak 9.00 over 3 sink heads vs 1.00 over 5 other heads"
     )
     assert massive.value == 50.0 and verdict("U7.massive_activation", massive) is True
     assert massive.note == (
-        "median over 1 sink heads 50.0x the layer's median token norm; other heads' sinks: 1.0x"
+        "median over 3 sink heads 50.0x the layer's median token norm; other heads' sinks: 1.0x"
     )
     count = claims["U7.sink_heads"]
-    assert count.value == 1 and verdict("U7.sink_heads", count) is True
-    assert count.note == "1 sink heads (event rate >= 0.5) of 4 heads over 20 images"
+    assert count.value == 3 and verdict("U7.sink_heads", count, CONTROLS) is True
+    assert count.note == "3 sink heads (event rate >= 0.5) of 8 heads over 20 images"
+    assert scorecard_verdict("U7.qk_peak_sink_heads", claims) == scorecard.REPLICATED
     # the other heads have the larger peak; the sink's activation is not massive
-    claims = claims_for([9, 9, 9, 9, 1, 9], massive=5.0)
+    claims = claims_for([9, 9, 9, 9, 1, 9, 9, 9, 1, 2, 9, 9], massive=5.0)
     peak, massive = claims["U7.qk_peak_sink_heads"], claims["U7.massive_activation"]
     assert peak.value == pytest.approx(-8.0) and verdict("U7.qk_peak_sink_heads", peak) is False
     assert massive.value == 5.0 and verdict("U7.massive_activation", massive) is False
-    # no sink heads: the control lacks them, nothing to compare
-    claims = claims_for([1, 1, 1, 1, 9, 1], massive=50.0, min_rate=1.5)
+    # one sink head: its peak exceeds the others', but a median over one head is its value, and
+    # the control (at least 3 sink heads) lacks them
+    claims = claims_for(peaks, massive=50.0, sinks=((2, 0),))
+    assert claims["U7.qk_peak_sink_heads"].value == pytest.approx(8.0)
+    assert verdict("U7.sink_heads", claims["U7.sink_heads"], CONTROLS) is False
+    for claim in ("U7.qk_peak_sink_heads", "U7.massive_activation"):
+        assert scorecard_verdict(claim, claims) == INCONCLUSIVE
+    # no sink heads: nothing to compare
+    claims = claims_for(peaks, massive=50.0, min_rate=1.5)
     assert claims["U7.sink_heads"].value == 0
-    assert verdict("U7.sink_heads", claims["U7.sink_heads"]) is False
     assert np.isnan(claims["U7.qk_peak_sink_heads"].value)
     assert claims["U7.qk_peak_sink_heads"].note.startswith("0 sink heads (event rate >= 1.5)")
 
 
 def test_d1_middle_layers_mostly_nonpositive(tmp_path):
-    def claims_for(middle):
+    def claims_for(middle, first_token_sinks=True):
         shares = [0.0, 0.1, *middle, 0.2, 0.1]
         layers = pd.DataFrame(
             [
@@ -443,7 +613,10 @@ def test_d1_middle_layers_mostly_nonpositive(tmp_path):
         cosine = pd.DataFrame(
             {"layer": [0, 0, 1, 1], "bin_low": [-1.0, 0.0] * 2, "count": [1, 3] * 2}
         )
-        extracted = {"layers": {"m": layers}, "cosine": {"m": cosine}}
+        # the first token takes 0.9 of the attention of both heads of layers 2-3, or 0.1
+        sinks = {(layer, head): (0, "NOP") for layer in (2, 3) for head in (0, 1)}
+        heads = heads_table(n_samples=10, n_layers=6, sinks=sinks if first_token_sinks else {})
+        extracted = {"layers": {"m": layers}, "cosine": {"m": cosine}, "heads": {"m": heads}}
         return run(d1, tmp_path, extracted, settings_for("m"))
 
     tables, claims = claims_for([0.7, 0.9])
@@ -454,11 +627,25 @@ def test_d1_middle_layers_mostly_nonpositive(tmp_path):
         "10 windows"
     )
     assert verdict("D1.middle_layers_nonpositive", found) is True
+    control = claims["D1.middle_first_token_share"]
+    assert control.value == pytest.approx(0.9)
+    assert control.note == (
+        "first token's attention share (mean over heads) over layers 2-3 (middle third of 6): "
+        "0.90, 10 windows"
+    )
+    assert scorecard_verdict("D1.middle_layers_nonpositive", claims) == scorecard.REPLICATED
     assert tables["histogram"]["count"].sum() == 8 and len(tables["per_input"]) == 60
+    assert tables["per_input"].set_index(["sample", "layer"]).first_share.loc[(0, 1)] == 0.1
     _, claims = claims_for([0.3, 0.4])
     found = claims["D1.middle_layers_nonpositive"]
     assert found.value == pytest.approx(0.35)
     assert verdict("D1.middle_layers_nonpositive", found) is False
+    # no first-token sink in the middle layers: the half-space condition has no sink to serve
+    _, claims = claims_for([0.7, 0.9], first_token_sinks=False)
+    control = claims["D1.middle_first_token_share"]
+    assert control.value == pytest.approx(0.1)
+    assert verdict("D1.middle_first_token_share", control, CONTROLS) is False
+    assert scorecard_verdict("D1.middle_layers_nonpositive", claims) == INCONCLUSIVE
 
 
 @pytest.mark.parametrize("exhibit", [s2, u3, u4, u5, u6, u7])
@@ -477,17 +664,103 @@ def test_d1_claim_model_absent_from_the_run_is_not_measured(tmp_path):
         {"sample": 0, "layer": range(3), "first_cos_mean": 0.1, "first_cos_nonpositive": 0.5}
     )
     cosine = pd.DataFrame({"layer": [0], "bin_low": [-1.0], "count": [1]})
-    extracted = {"layers": {"m": layers}, "cosine": {"m": cosine}}
+    extracted = {"layers": {"m": layers}, "cosine": {"m": cosine}, "heads": {"m": heads_table()}}
     assert run(d1, tmp_path, extracted, settings_for("m"), claim_model="x")[1] == {}
 
 
-def test_d3_density_and_uniform_intervention(tmp_path):
-    extracted = {"heads": {"m": heads_table()}, "intervention": {"m": similarity_table()}}
-    _, claims = run(d3, tmp_path, extracted, settings_for("m"))
+def intervention_rows(rises: dict[str, float], n_windows=10, draws=2, n_heads=4) -> pd.DataFrame:
+    """The intervention job's rows: layers 1 and 2 (the output), the final layer's similarity
+    raised by `rises[condition]` (+ noise) over the model as trained, per window and draw."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for sample in range(n_windows):
+        original = 0.2 + 0.01 * (sample % 3)
+        for condition in ("original", *rises):
+            for draw in range(1 if condition in ("original", "sink") else draws):
+                rise = rises.get(condition, 0.0) + rng.normal(0, 0.01) * (condition != "original")
+                size = 0 if condition == "original" else n_heads
+                same = size // 2 if condition == "random" else size
+                rows += [
+                    {"sample": sample, "layer": 1, "condition": condition, "draw": draw,
+                     "token_similarity": 0.1, "n_heads": size, "n_same_layer": same},
+                    {"sample": sample, "layer": 2, "condition": condition, "draw": draw,
+                     "token_similarity": original + rise, "n_heads": size, "n_same_layer": same},
+                ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def d3_claims(tmp_path, heads, rows):
+    extracted = {"heads": {"m": heads}, "intervention": {"m": rows}}
+    settings = {"min_event_rate": 0.5, "first_counted_layer": 1}
+    return run(d3, tmp_path, extracted, settings_for("m"), **settings)
+
+
+def test_d3_uniform_sink_heads_against_as_many_random_other_heads(tmp_path):
+    heads = heads_table(n_samples=10)  # one sink head, layer 2 head 0
+    rows = intervention_rows({"sink": 0.3, "matched_sink": 0.3, "random": 0.05})
+    tables, claims = d3_claims(tmp_path, heads, rows)
     assert claims["D3.density_raises_similarity"].value == pytest.approx(1.0)
+    assert claims["D3.density_raises_similarity"].interval.basis == "bootstrap over windows"
+    count = claims["D3.sink_heads"]
+    assert count.value == 1 and verdict("D3.sink_heads", count, CONTROLS) is True
+    assert (
+        count.note
+        == "1 sink heads (a sink event on >= 0.5 of the inputs) of 4 heads over 10 windows"
+    )
     found = claims["D3.uniform_intervention"]
-    assert found.value == pytest.approx(0.3)
-    assert "layer 2: 0.200 as trained, 0.500 with sink heads uniform" in found.note
+    assert found.value == pytest.approx(0.25, abs=0.01)  # the excess, smaller than the rise
+    assert found.interval.basis == "bootstrap over windows" and found.interval.n == 10
+    assert found.note == (
+        "token similarity after layer 2, mean over 10 windows: 0.209 as trained, 0.513 with the "
+        "4 sink heads uniform (rise +0.304); 2 draws of 4 of the sink heads against as many "
+        "random other heads (on average 2.0 of them in the sink heads' own layers): rise +0.300 "
+        "vs +0.050, excess +0.249"
+    )
+    assert scorecard_verdict("D3.uniform_intervention", claims) == scorecard.REPLICATED
+    assert set(tables["intervention"].condition) == {"original", "sink", "matched_sink", "random"}
+    # random other heads raise similarity as much as sink heads: no excess, not replicated
+    rows = intervention_rows({"sink": 0.3, "matched_sink": 0.3, "random": 0.4})
+    found = d3_claims(tmp_path, heads, rows)[1]["D3.uniform_intervention"]
+    assert found.value == pytest.approx(-0.1, abs=0.01)
+    assert verdict("D3.uniform_intervention", found) is False
+    # sink heads uniform lower similarity, random heads lower it more: the excess alone is no rise
+    rows = intervention_rows({"sink": -0.1, "matched_sink": -0.1, "random": -0.3})
+    found = d3_claims(tmp_path, heads, rows)[1]["D3.uniform_intervention"]
+    assert found.value == pytest.approx(-0.1, abs=0.01)
+    assert verdict("D3.uniform_intervention", found) is False
+
+
+def test_d3_without_sink_heads_or_other_heads_the_intervention_has_no_value(tmp_path):
+    # no sink heads: nothing made uniform, and the control lacks them
+    rows = intervention_rows({})
+    _, claims = d3_claims(tmp_path, heads_table(n_samples=10, sinks={}), rows)
+    assert claims["D3.sink_heads"].value == 0
+    assert verdict("D3.sink_heads", claims["D3.sink_heads"], CONTROLS) is False
+    found = claims["D3.uniform_intervention"]
+    assert np.isnan(found.value) and verdict("D3.uniform_intervention", found) is None
+    assert found.note == "no sink heads (a sink event on >= 0.5 of the inputs): none made uniform"
+    assert scorecard_verdict("D3.uniform_intervention", claims) == INCONCLUSIVE
+    # every counted head a sink head: no other heads for the negative control
+    every = {(layer, head): (0, "NOP") for layer in (1, 2) for head in (0, 1)}
+    rows = intervention_rows({"sink": 0.3})
+    _, claims = d3_claims(tmp_path, heads_table(n_samples=10, sinks=every), rows)
+    found = claims["D3.uniform_intervention"]
+    assert np.isnan(found.value) and verdict("D3.uniform_intervention", found) is None
+    assert found.note.endswith("every counted head is a sink head: no other heads to compare with")
+    assert scorecard_verdict("D3.uniform_intervention", claims) == INCONCLUSIVE
+
+
+def test_d3_figure_draws_each_condition(tmp_path):
+    rows = intervention_rows({"sink": 0.3, "matched_sink": 0.3, "random": 0.05})
+    tables, _ = d3_claims(tmp_path, heads_table(n_samples=10), rows)
+    fig = d3.figure(tables, {"scale": "test"})
+    labels = [
+        text.get_text()
+        for ax in fig.axes
+        if ax.get_legend()
+        for text in ax.get_legend().get_texts()
+    ]
+    assert labels == ["as trained", "sink heads uniform", "as many random other heads uniform"]
 
 
 def test_u5_figure_of_six_models_is_two_rows_of_three(tmp_path):

@@ -11,6 +11,7 @@ import transformers
 from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb as neox_rotary
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
+from sinkscope import diagnostics as dx
 from sinkscope import metrics
 from sinkscope.extract import (
     COS_BINS,
@@ -374,7 +375,7 @@ def test_qk_spectra_of_gpt2_heads_match_the_weights():
     assert row.sigma1 == pytest.approx(sigma[0].item())
 
 
-def test_uniform_intervention_changes_only_the_chosen_heads():
+def _tiny_llama() -> torch.nn.Module:
     config = transformers.LlamaConfig(
         vocab_size=64,
         hidden_size=32,
@@ -384,20 +385,74 @@ def test_uniform_intervention_changes_only_the_chosen_heads():
         num_key_value_heads=2,
     )
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).eval()
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def _plan(*sets: tuple[str, int, list[tuple[int, int]]]) -> pd.DataFrame:
+    rows = [
+        {"condition": condition, "draw": draw, "layer": layer, "head": head, "same_layer": True}
+        for condition, draw, heads in sets
+        for layer, head in heads
+    ]
+    return pd.DataFrame(rows, columns=["condition", "draw", "layer", "head", "same_layer"])
+
+
+def _similarity(table: pd.DataFrame) -> pd.Series:
+    return table.set_index(["condition", "draw", "sample", "layer"]).token_similarity.sort_index()
+
+
+def test_uniform_intervention_changes_only_the_chosen_heads():
+    model = _tiny_llama()
     batch = [({"input_ids": torch.randint(0, 64, (2, 10))}, np.array([0, 1]))]
-    none = uniform_intervention(model, batch, {})
-    pivot = none.pivot_table(
-        index=["sample", "layer"], columns="condition", values="token_similarity"
+    none = uniform_intervention(model, batch, _plan())
+    assert set(none.condition) == {"original"} and len(none) == 4  # 2 samples x 2 layers
+    found = _similarity(uniform_intervention(model, batch, _plan(("sink", 0, [(1, 0), (1, 2)]))))
+    original, uniform = found.loc["original", 0], found.loc["sink", 0]
+    assert np.allclose(original.loc[(slice(None), 1)], uniform.loc[(slice(None), 1)])
+    assert not np.allclose(original.loc[(slice(None), 2)], uniform.loc[(slice(None), 2)])
+
+
+def test_negative_control_makes_as_many_random_other_heads_uniform():
+    """The plan drawn from a heads table (two sink heads of layer 1) run on a tiny Llama: the
+    matched sink heads are the sink heads, each draw makes two other heads uniform, identical
+    sets give identical rows, and every set equals a run of its heads alone."""
+    model = _tiny_llama()
+    batch = [({"input_ids": torch.randint(0, 64, (3, 12))}, np.array([0, 1, 2]))]
+    heads = pd.DataFrame(
+        [
+            {
+                "sample": s,
+                "layer": layer,
+                "head": h,
+                "event_relaxed": (layer, h) in {(1, 0), (1, 1)},
+            }
+            for s in range(4)
+            for layer in range(2)
+            for h in range(4)
+        ]
     )
-    assert np.allclose(pivot.original, pivot.uniform)  # no heads chosen: nothing changes
-    some = uniform_intervention(model, batch, {1: [0, 2]})
-    pivot = some.pivot_table(
-        index=["sample", "layer"], columns="condition", values="token_similarity"
-    )
-    assert np.allclose(
-        pivot.loc[(slice(None), 1), "original"], pivot.loc[(slice(None), 1), "uniform"]
-    )
-    assert not np.allclose(
-        pivot.loc[(slice(None), 2), "original"], pivot.loc[(slice(None), 2), "uniform"]
-    )
+    plan = dx.intervention_plan(heads, first_counted_layer=1, min_rate=0.5, draws=2, seed=0)
+    table = dx.with_plan_sizes(uniform_intervention(model, batch, plan), plan)
+    assert set(table.condition) == {"original", "sink", "matched_sink", "random"}
+    assert set(table[table.condition == "random"].draw) == {0, 1}
+    sizes = table.drop_duplicates(["condition", "draw"]).set_index(["condition", "draw"])
+    assert sizes.n_heads.to_dict() == {
+        ("original", 0): 0, ("sink", 0): 2, ("matched_sink", 0): 2, ("matched_sink", 1): 2,
+        ("random", 0): 2, ("random", 1): 2,
+    }  # fmt: skip
+    assert sizes.loc[("random", 0), "n_same_layer"] == 2  # layer 1 has two other heads
+    found = _similarity(table)
+    for draw in (0, 1):
+        assert np.array_equal(found.loc["matched_sink", draw], found.loc["sink", 0])
+        random = plan[(plan.condition == "random") & (plan.draw == draw)]
+        assert set(random["head"]) == {2, 3} and set(random.layer) == {1}
+        alone = _similarity(uniform_intervention(model, batch, _plan(("x", 0, [(1, 2), (1, 3)]))))
+        assert np.allclose(found.loc["random", draw], alone.loc["x", 0])
+        # the other heads made uniform change the output too, otherwise than the sink heads
+        final = (slice(None), 2)
+        assert not np.allclose(
+            found.loc["random", draw].loc[final], found.loc["sink", 0].loc[final]
+        )
+        assert not np.allclose(
+            found.loc["random", draw].loc[final], found.loc["original", 0].loc[final]
+        )

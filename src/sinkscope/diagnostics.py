@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import metrics
-from .stats import Interval, bootstrap
+from .stats import Interval, bootstrap, event_rate
 
 BANDS = ("early", "middle", "deep")
 CLASSES = ["NOP", "Broadcast", "other"]
@@ -149,10 +149,12 @@ def per_input_first_share(heads: pd.DataFrame) -> pd.DataFrame:
     return heads.groupby(["sample", "layer"]).first_mass.mean().rename("first_share").reset_index()
 
 
-def per_input_cosine(layers: pd.DataFrame) -> pd.DataFrame:
-    """D1: per (sample, layer), the share of tokens with cos(h_first, h_t) <= 0."""
+def per_input_cosine(layers: pd.DataFrame, heads: pd.DataFrame) -> pd.DataFrame:
+    """D1: per (sample, layer), the share of tokens with cos(h_first, h_t) <= 0 and the first
+    token's attention share averaged over the heads (`per_input_first_share`)."""
     table = layers[["sample", "layer", "first_cos_nonpositive"]]
     table = table.rename(columns={"first_cos_nonpositive": "nonpositive_share"})
+    table = table.merge(per_input_first_share(heads), on=["sample", "layer"], how="left")
     return table.sort_values(["sample", "layer"], ignore_index=True)
 
 
@@ -182,6 +184,11 @@ def over_inputs(
     return statistic(*arrays), bootstrap(statistic, *arrays, unit=unit)
 
 
+def per_image(n_events: int, n_images: int) -> tuple[float, Interval]:
+    """U5, U6: sink events per image and the exact Poisson interval of that rate."""
+    return n_events / n_images, event_rate(n_events, n_images, "images")
+
+
 def mechanism(
     heads: pd.DataFrame, qk: pd.DataFrame, min_rate: float, first_counted_layer: int
 ) -> pd.DataFrame:
@@ -207,19 +214,6 @@ def first_cosine(layers: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
 
 
-def density_vs_similarity(heads: pd.DataFrame) -> pd.DataFrame:
-    """D3: per (layer, head), mean attention entropy and the mean change of token similarity."""
-    return (
-        heads.groupby(["layer", "head"])
-        .agg(
-            entropy=("entropy", "mean"),
-            delta_similarity=("delta_similarity", "mean"),
-            event_rate=("event_relaxed", "mean"),
-        )
-        .reset_index()
-    )
-
-
 def sink_heads(heads: pd.DataFrame, first_counted_layer: int, min_rate: float) -> dict:
     """{layer: [heads]} with a sink event on at least `min_rate` of the inputs."""
     rates = (
@@ -231,11 +225,66 @@ def sink_heads(heads: pd.DataFrame, first_counted_layer: int, min_rate: float) -
     }
 
 
-def intervention_rise(similarity: pd.DataFrame) -> pd.DataFrame:
-    """D3: per layer, token similarity with sink heads as they are, made uniform, and the rise."""
-    table = similarity.pivot_table(index="layer", columns="condition", values="token_similarity")
-    table["rise"] = table["uniform"] - table["original"]
-    return table.rename_axis(columns=None).reset_index()
+def sink_head_mask(events: np.ndarray, min_rate: float) -> np.ndarray:
+    """U7, D3: which heads (columns of per-input event flags, inputs x heads) are sink heads, a
+    sink event on at least `min_rate` of the inputs."""
+    return events.mean(0) >= min_rate
+
+
+PLAN_COLUMNS = ["condition", "draw", "layer", "head", "same_layer"]
+
+
+def _drawn_like(
+    targets: list[tuple[int, int]], pool: list[tuple[int, int]], rng: np.random.Generator
+) -> list[tuple[tuple[int, int], bool]]:
+    """As many heads of `pool` as `targets`, each layer's share drawn in that layer while it has
+    heads left, the rest from the remaining pool; with whether each was drawn in its layer."""
+    left, drawn = list(pool), []
+    for layer in sorted({layer for layer, _ in targets}):
+        wanted = sum(1 for target_layer, _ in targets if target_layer == layer)
+        here = [head for head in left if head[0] == layer]
+        picked = [here[i] for i in sorted(rng.choice(len(here), min(wanted, len(here)), False))]
+        drawn += [(head, True) for head in picked]
+        left = [head for head in left if head not in picked]
+    rest = sorted(rng.choice(len(left), len(targets) - len(drawn), replace=False))
+    return drawn + [(left[i], False) for i in rest]
+
+
+def intervention_plan(
+    heads: pd.DataFrame, first_counted_layer: int, min_rate: float, draws: int, seed: int
+) -> pd.DataFrame:
+    """D3: the heads whose attention the intervention makes uniform, one row per (condition,
+    draw, layer, head): `sink`, every sink head (`sink_heads`; draw 0); and in each of `draws`
+    seeded draws, `matched_sink`, k of the sink heads at random, and `random`, k of the other
+    heads of the counted layers (the negative control), k = min(sink heads, other heads). The
+    random heads are drawn in the layers of the matched sink heads as far as those layers have
+    other heads, the rest among the remaining ones (`same_layer` says which)."""
+    rng = np.random.default_rng(seed)
+    counted = heads.loc[heads.layer >= first_counted_layer, ["layer", "head"]].drop_duplicates()
+    chosen = sink_heads(heads, first_counted_layer, min_rate)
+    sinks = [(layer, head) for layer, listed in chosen.items() for head in listed]
+    others = sorted(set(map(tuple, counted.to_numpy().tolist())) - set(sinks))
+    rows = [("sink", 0, layer, head, True) for layer, head in sinks]
+    k = min(len(sinks), len(others))
+    for draw in range(draws if k else 0):
+        matched = [sinks[i] for i in sorted(rng.choice(len(sinks), k, replace=False))]
+        rows += [("matched_sink", draw, layer, head, True) for layer, head in matched]
+        rows += [("random", draw, *head, same) for head, same in _drawn_like(matched, others, rng)]
+    plan = pd.DataFrame(rows, columns=PLAN_COLUMNS)
+    return plan.astype({"draw": "int64", "layer": "int64", "head": "int64", "same_layer": bool})
+
+
+def with_plan_sizes(similarity: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
+    """D3: the intervention's rows with, per (condition, draw), the number of heads made uniform
+    (`n_heads`) and how many of them were drawn in their counterparts' layers (`n_same_layer`);
+    0 for the model as trained."""
+    sizes = plan.groupby(["condition", "draw"]).agg(
+        n_heads=("head", "size"), n_same_layer=("same_layer", "sum")
+    )
+    table = similarity.merge(sizes.reset_index(), on=["condition", "draw"], how="left")
+    return table.fillna({"n_heads": 0, "n_same_layer": 0}).astype(
+        {"n_heads": "int64", "n_same_layer": "int64"}
+    )
 
 
 def spearman(x: pd.Series, y: pd.Series) -> float:

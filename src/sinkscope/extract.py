@@ -182,37 +182,48 @@ def qk_spectra(model: torch.nn.Module, top: int = 8) -> pd.DataFrame:
 
 @torch.no_grad()
 def uniform_intervention(
-    model: torch.nn.Module,
-    batches: Iterable[tuple[dict, np.ndarray]],
-    sink_heads: dict[int, list[int]],
+    model: torch.nn.Module, batches: Iterable[tuple[dict, np.ndarray]], plan: pd.DataFrame
 ) -> pd.DataFrame:
-    """Token similarity per layer with the attention of `sink_heads` ({layer: [heads]}) as is
-    and replaced by uniform attention over the visible keys (layer L = the final output)."""
+    """Token similarity per (sample, layer) with the model as it is (condition `original`, draw
+    0) and with the attention of each (condition, draw) set of heads of `plan` (rows: condition,
+    draw, layer, head) replaced by uniform attention over the visible keys; layer L is the final
+    output. Identical sets of heads are run once."""
     layers = {id(layer.attention): layer.index for layer in attention_layers(model)}
+    sets = {
+        key: frozenset(zip(group.layer.tolist(), group["head"].tolist(), strict=True))
+        for key, group in plan.groupby(["condition", "draw"], sort=False)
+    }
+    runs = {("original", 0): frozenset(), **sets}
+    distinct = list(dict.fromkeys(runs.values()))
 
-    def uniform(module, probs, values, visible, mixed):
-        heads = sink_heads.get(layers[id(module)], [])
-        if heads:
-            flat = visible.expand(probs.shape[0], 1, *probs.shape[-2:]).to(probs.dtype)
-            probs = probs.clone()
-            probs[:, heads] = flat / flat.sum(-1, keepdim=True)
-        return probs
+    def uniform_on(heads: frozenset) -> Callable:
+        by_layer: dict[int, list[int]] = {}
+        for layer, head in sorted(heads):
+            by_layer.setdefault(layer, []).append(head)
+
+        def hook(module, probs, values, visible, mixed):
+            chosen = by_layer.get(layers[id(module)], [])
+            if chosen:
+                flat = visible.expand(probs.shape[0], 1, *probs.shape[-2:]).to(probs.dtype)
+                probs = probs.clone()
+                probs[:, chosen] = flat / flat.sum(-1, keepdim=True)
+            return probs
+
+        return hook
 
     rows = []
     for inputs, samples in batches:
-        for condition, hook in (("original", lambda m, p, v, s, u: p), ("uniform", uniform)):
-            with hooked(model, hook):
+        similarity = {}
+        for heads in distinct:
+            with hooked(model, uniform_on(heads)):
                 states = model.base_model(**inputs, output_hidden_states=True).hidden_states
-            for index, hidden in enumerate(states[1:]):  # entering layer 1..L-1, then output
-                for sample, value in zip(
-                    samples, metrics.token_similarity(hidden).tolist(), strict=True
-                ):
-                    rows.append(
-                        {
-                            "sample": int(sample),
-                            "layer": index + 1,
-                            "condition": condition,
-                            "token_similarity": value,
-                        }
-                    )
-    return pd.DataFrame(rows)
+            # the states entering layers 1 .. L-1, then the output: layers 1 .. L
+            similarity[heads] = [metrics.token_similarity(h).tolist() for h in states[1:]]
+        for (condition, draw), heads in runs.items():
+            for index, values in enumerate(similarity[heads]):
+                rows += [
+                    {"sample": int(sample), "layer": index + 1, "condition": condition,
+                     "draw": int(draw), "token_similarity": value}
+                    for sample, value in zip(samples, values, strict=True)
+                ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["sample", "layer", "condition", "draw", "token_similarity"])

@@ -1,7 +1,9 @@
 """D1 (Sink vs diagonal): the half-space condition. Per layer, the distribution of the cosine of
 each token's hidden state to the first token's, its mean and the share of tokens with cos <= 0,
-and that share per (window, layer); the claim: the share averaged over the middle third of the
-layers, bootstrapped over the windows."""
+and per (window, layer) that share and the first token's attention share (the mean over heads);
+the claim: the share of tokens with cos <= 0 averaged over the middle third of the layers, and
+its control, the first token's attention share over the same layers (a first-token sink there),
+both bootstrapped over the windows."""
 
 from __future__ import annotations
 
@@ -15,11 +17,11 @@ from . import Measured, read_tables, stack
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     models = settings["models"]
-    layers = read_tables(inputs["layers"], models)
+    layers, heads = read_tables(inputs["layers"], models), read_tables(inputs["heads"], models)
     return {
         "table": stack({m: dx.first_cosine(table) for m, table in layers.items()}),
         "histogram": stack(read_tables(inputs["cosine"], models)),
-        "per_input": stack({m: dx.per_input_cosine(table) for m, table in layers.items()}),
+        "per_input": stack({m: dx.per_input_cosine(t, heads[m]) for m, t in layers.items()}),
     }
 
 
@@ -28,19 +30,28 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     per_input = tables["per_input"][tables["per_input"].model == model]
     if per_input.empty:
         return {}  # the claim model is not in this run: its claims are not measured
-    shares = dx.grid(per_input, ["sample", "layer"], "nonpositive_share")  # (windows, layers)
-    layer = pd.Series(np.arange(shares.shape[1]))
+    grids = dx.grid(per_input, ["sample", "layer"], ["nonpositive_share", "first_share"])
+    layer = pd.Series(np.arange(grids.shape[1]))
     middle = layer[dx.third(layer, 1)].to_numpy()
     if not len(middle):
-        note = f"no middle third in {shares.shape[1]} layers"
-        interval = undecided(len(shares), "bootstrap over windows")
-        return {"D1.middle_layers_nonpositive": Measured(float("nan"), model, note, interval)}
-    share, interval = dx.over_inputs(lambda x: float(x.mean()), shares[:, middle], unit="windows")
-    note = (
-        f"share of tokens with cos(h_first, h_t) <= 0 over {dx.layer_span(middle)} (middle "
-        f"third of {shares.shape[1]}): {share:.2f}, {len(shares)} windows"
-    )
-    return {"D1.middle_layers_nonpositive": Measured(share, model, note, interval)}
+        note = f"no middle third in {grids.shape[1]} layers"
+        interval = undecided(len(grids), "bootstrap over windows")
+        nothing = Measured(float("nan"), model, note, interval)
+        return dict.fromkeys(
+            ("D1.middle_layers_nonpositive", "D1.middle_first_token_share"), nothing
+        )
+    span = f"{dx.layer_span(middle)} (middle third of {grids.shape[1]})"
+    found = {}
+    for claim, column, what in (
+        ("D1.middle_layers_nonpositive", 0, "share of tokens with cos(h_first, h_t) <= 0"),
+        ("D1.middle_first_token_share", 1, "first token's attention share (mean over heads)"),
+    ):
+        value, interval = dx.over_inputs(
+            lambda x: float(x.mean()), grids[:, middle, column], unit="windows"
+        )
+        note = f"{what} over {span}: {value:.2f}, {len(grids)} windows"
+        found[claim] = Measured(value, model, note, interval)
+    return found
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

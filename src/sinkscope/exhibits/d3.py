@@ -1,9 +1,11 @@
 """D3 (Sink vs diagonal): density and oversmoothing. Per input, layer and head, the attention
 entropy and the change of token similarity the head makes; per input and layer, the token
-similarity with the sink heads as trained and with their attention made uniform. The claims:
-the Spearman correlation over the heads of layers >= 1 of their mean entropy and mean
-similarity change, and the mean rise over inputs of the last layer's token similarity under
-uniform attention; both bootstrap the inputs."""
+similarity as trained, with the sink heads' attention made uniform, and, in seeded draws, with
+k of the sink heads or as many random other heads made uniform (the negative control). The
+claims: the Spearman correlation over the heads of layers >= 1 of their mean entropy and mean
+similarity change; and the final layer's rise of token similarity under uniform sink heads, taken
+as the smaller of that rise and its excess over the rise of as many random other heads; beside
+them, the sink heads counted (their control). Every interval bootstraps the text windows."""
 
 from __future__ import annotations
 
@@ -12,28 +14,19 @@ import pandas as pd
 from scipy.stats import rankdata
 
 from .. import diagnostics as dx
-from ..stats import bootstrap
+from ..stats import Interval, undecided
 from . import Measured, read_tables, stack
 
 HEAD_COLUMNS = ["sample", "layer", "head", "entropy", "delta_similarity", "event_relaxed"]
-
-
-def _per_input(similarity: pd.DataFrame) -> pd.DataFrame:
-    """Per (input, layer): token similarity as trained, with sink heads uniform, and the rise."""
-    table = similarity.pivot_table(
-        index=["sample", "layer"], columns="condition", values="token_similarity"
-    )
-    table["rise"] = table["uniform"] - table["original"]
-    return table.rename_axis(columns=None).reset_index()
+UNIT = "windows"
 
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     models = settings["models"]
     heads = read_tables(inputs["heads"], models)
-    similarity = read_tables(inputs["intervention"], models)
     return {
         "table": stack({m: h[HEAD_COLUMNS] for m, h in heads.items()}),
-        "intervention": stack({m: _per_input(s) for m, s in similarity.items()}),
+        "intervention": stack(read_tables(inputs["intervention"], models)),
     }
 
 
@@ -43,45 +36,116 @@ def _spearman_of_means(entropy: np.ndarray, change: np.ndarray) -> float:
     return float(np.corrcoef(x, y)[0, 1])
 
 
+CONDITIONS = ("original", "sink", "matched_sink", "random")
+
+
+def final_layer(intervention: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The final layer's token similarity of each condition (`CONDITIONS`) as (windows, draws),
+    windows by sample; (windows, 0) for a condition that was not run."""
+    final = intervention[intervention.layer == intervention.layer.max()]
+    wide = final.pivot_table(
+        index="sample", columns=["condition", "draw"], values="token_similarity"
+    )
+    run = set(wide.columns.get_level_values(0))
+    return {
+        condition: wide[condition].to_numpy() if condition in run else np.empty((len(wide), 0))
+        for condition in CONDITIONS
+    }
+
+
+def rise_and_excess(rise: np.ndarray, excess: np.ndarray) -> float:
+    """The smaller of the mean rise under uniform sink heads and its mean excess over as many
+    random other heads: positive when both are."""
+    return float(min(rise.mean(), excess.mean()))
+
+
+def _intervention(rows: pd.DataFrame, min_rate: float) -> tuple[float, str, Interval]:
+    """D3.uniform_intervention's value, note and interval from the intervention's rows."""
+    n_windows, last = rows["sample"].nunique(), int(rows.layer.max())
+    heads = rows.groupby("condition").n_heads.max()
+    if "sink" not in heads:
+        note = f"no sink heads (a sink event on >= {min_rate:g} of the inputs): none made uniform"
+        return float("nan"), note, undecided(n_windows, f"bootstrap over {UNIT}")
+    found = final_layer(rows)
+    original, sink = found["original"][:, 0], found["sink"][:, 0]
+    rise = sink - original
+    note = (
+        f"token similarity after layer {last}, mean over {n_windows} windows: "
+        f"{original.mean():.3f} as trained, {sink.mean():.3f} with the {heads['sink']} sink "
+        f"heads uniform (rise {rise.mean():+.3f})"
+    )
+    if "random" not in heads:
+        note += "; every counted head is a sink head: no other heads to compare with"
+        return float("nan"), note, undecided(n_windows, f"bootstrap over {UNIT}")
+    matched = found["matched_sink"] - original[:, None]
+    random = found["random"] - original[:, None]
+    excess = (matched - random).mean(1)
+    random_rows = rows[rows.condition == "random"].drop_duplicates("draw")
+    note += (
+        f"; {random.shape[1]} draws of {heads['random']} of the sink heads against as many "
+        f"random other heads (on average {random_rows.n_same_layer.mean():.1f} of them in the "
+        f"sink heads' own layers): rise {matched.mean():+.3f} vs {random.mean():+.3f}, excess "
+        f"{excess.mean():+.3f}"
+    )
+    value, interval = dx.over_inputs(rise_and_excess, rise, excess, unit=UNIT)
+    return value, note, interval
+
+
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    model = settings["claim_model"]
+    model, min_rate = settings["claim_model"], settings["min_event_rate"]
     table = tables["table"][tables["table"].model == model]
-    counted = table[table.layer >= 1]
-    entropy = counted.pivot_table(index="sample", columns=["layer", "head"], values="entropy")
-    change = counted.pivot_table(
+    if table.empty:
+        return {}  # the claim model is not in this run: its claims are not measured
+    counted = table[table.layer >= settings["first_counted_layer"]]
+    keys = ["sample", "layer", "head"]
+    events = dx.grid(counted, keys, "event_relaxed").astype(float)
+    events = events.reshape(len(events), -1)  # (windows, heads in layer-major order)
+    n_sink, count_interval = dx.over_inputs(
+        lambda flags: float(dx.sink_head_mask(flags, min_rate).sum()), events, unit=UNIT
+    )
+    density = table[table.layer >= 1]
+    entropy = density.pivot_table(index="sample", columns=["layer", "head"], values="entropy")
+    change = density.pivot_table(
         index="sample", columns=["layer", "head"], values="delta_similarity"
     )[entropy.columns]
-    rho = _spearman_of_means(entropy.to_numpy(), change.to_numpy())
-    rise = tables["intervention"][tables["intervention"].model == model]
-    last = rise.layer.max()
-    final = rise[rise.layer == last]
+    rho, rho_interval = dx.over_inputs(
+        _spearman_of_means, entropy.to_numpy(), change.to_numpy(), unit=UNIT
+    )
+    rows = tables["intervention"][tables["intervention"].model == model]
+    value, note, interval = _intervention(rows, min_rate)
     return {
         "D3.density_raises_similarity": Measured(
             rho,
             model,
-            f"Spearman rho over {entropy.shape[1]} heads of layers {int(counted.layer.min())}-"
-            f"{int(counted.layer.max())} of their mean attention entropy and mean change of "
-            f"token similarity over {len(entropy)} inputs",
-            bootstrap(_spearman_of_means, entropy.to_numpy(), change.to_numpy(), unit="inputs"),
+            f"Spearman rho over {entropy.shape[1]} heads of layers {int(density.layer.min())}-"
+            f"{int(density.layer.max())} of their mean attention entropy and mean change of "
+            f"token similarity over {len(entropy)} windows",
+            rho_interval,
         ),
-        "D3.uniform_intervention": Measured(
-            float(final.rise.mean()),
+        "D3.sink_heads": Measured(
+            int(n_sink),
             model,
-            f"token similarity after layer {int(last)}: {final.original.mean():.3f} as trained, "
-            f"{final.uniform.mean():.3f} with sink heads uniform (mean over {len(final)} inputs)",
-            bootstrap(np.mean, final.rise.to_numpy(), unit="inputs"),
+            f"{int(n_sink)} sink heads (a sink event on >= {min_rate:g} of the inputs) of "
+            f"{events.shape[1]} heads over {len(events)} windows",
+            count_interval,
         ),
+        "D3.uniform_intervention": Measured(value, model, note, interval),
     }
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, entropy vs similarity change per head (means over inputs) above the
-    intervention's similarity per layer (means over inputs)."""
+    intervention's similarity per layer (means over inputs; random heads: also over draws)."""
     from .. import plotting
 
     table, intervention = tables["table"], tables["intervention"]
     models = dx.models_in(table)
     fig, panels = plotting.panels(len(models), height=3.0, rows_per_panel=2)
+    labels = {
+        "original": ("o-", "as trained"),
+        "sink": ("s-", "sink heads uniform"),
+        "random": ("^--", "as many random other heads uniform"),
+    }
     for (ax, ax_rise), model in zip(panels, models, strict=True):
         part = (
             table[(table.model == model) & (table.layer >= 1)]
@@ -96,15 +160,13 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
             title=model,
         )
         fig.colorbar(points, ax=ax, label="layer")
-        rise = (
-            intervention[intervention.model == model]
-            .groupby("layer", as_index=False)[["original", "uniform"]]
-            .mean()
-        )
-        ax_rise.plot(rise.layer, rise.original, "o-", label="as trained")
-        ax_rise.plot(rise.layer, rise.uniform, "s-", label="sink heads uniform")
+        rows = intervention[intervention.model == model]
+        means = rows.groupby(["condition", "layer"]).token_similarity.mean()
+        for condition, (style, label) in labels.items():
+            if condition in means.index.get_level_values(0):
+                ax_rise.plot(means[condition].index, means[condition], style, label=label)
         ax_rise.set(xlabel="layer (output of)", ylabel="token similarity")
-        ax_rise.legend()
+        ax_rise.legend(fontsize=7)
     fig.suptitle(
         plotting.title(settings["scale"], "D3", "density and oversmoothing", ", ".join(models))
     )

@@ -2,7 +2,9 @@
 and stable rank, the events per class and depth band, and per (input, band) the events of each
 class. The claim, bootstrapped over the inputs: the NOP share of the events is higher in the
 early and middle thirds than in the deep third, and the Broadcast share higher in the deep
-third; measured as the smaller of the two differences (positive when both hold)."""
+third; measured as the smaller of the two differences (positive when both hold). Beside it, the
+rates its controls and those of U3 and U4 read: counted sink events per image, all of them, NOP
+and Broadcast, each with its exact Poisson interval."""
 
 from __future__ import annotations
 
@@ -50,18 +52,13 @@ def both(counts: np.ndarray) -> float:
     return float(np.min(differences(counts)))  # NaN when a depth has no events
 
 
-def total(counts: np.ndarray) -> float:
-    return float(counts.sum())
-
-
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
     per_input = tables["per_input"][tables["per_input"].model == model]
     if per_input.empty:
         return {}  # the claim model is not in this run: its claims are not measured
-    counts = by_depth(per_input)
+    counts = by_depth(per_input)  # (images, depth, class)
     value, interval = dx.over_inputs(both, counts, unit="images")
-    n_events, events_interval = dx.over_inputs(total, counts, unit="images")
     shallow, deep = counts.sum((0, 2))
     events = f"{shallow} early+middle and {deep} deep events over {len(counts)} images"
     if shallow and deep:
@@ -73,14 +70,16 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         )
     else:
         note = f"{events}: a depth without events has no class shares"
+
+    def rate(n_events: int, what: str) -> Measured:
+        value, interval = dx.per_image(int(n_events), len(counts))
+        return Measured(value, model, f"{n_events} {what} over {len(counts)} images", interval)
+
     return {
         "U5.nop_early_broadcast_deep": Measured(float(value), model, note, interval),
-        "U5.sink_events": Measured(
-            int(n_events),
-            model,
-            f"{int(n_events)} counted sink events over {len(counts)} images",
-            events_interval,
-        ),
+        "U5.events_per_image": rate(counts.sum(), "counted sink events"),
+        "U5.nop_per_image": rate(counts[..., NOP].sum(), "NOP sink events"),
+        "U5.broadcast_per_image": rate(counts[..., BROADCAST].sum(), "Broadcast sink events"),
     }
 
 

@@ -1,7 +1,7 @@
 """U6 (Unifying View): sinks on registers. The counted sink events that sit on a register, for
 the models with registers, by value-norm ratio and stable rank, per class and depth band, and
 per (input, band) per class; the claim: the % of them that are NOP, bootstrapped over the
-inputs."""
+inputs; its control: those events per image, with the exact Poisson interval of the rate."""
 
 from __future__ import annotations
 
@@ -31,10 +31,6 @@ def nop_percent(counts: np.ndarray) -> float:
     return float(100 * counts[:, NOP].sum() / total) if total else float("nan")
 
 
-def total(counts: np.ndarray) -> float:
-    return float(counts.sum())
-
-
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
     per_input = tables["per_input"][tables["per_input"].model == model]
@@ -42,14 +38,12 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         return {}  # the claim model is not in this run: its claims are not measured
     counts = per_input.groupby("sample")[dx.CLASSES].sum().to_numpy()  # (inputs, classes)
     nop, interval = dx.over_inputs(nop_percent, counts, unit="images")
-    n_events, events_interval = dx.over_inputs(total, counts, unit="images")
-    note = (
-        f"{counts[:, NOP].sum()} NOP of {int(n_events)} register sink events "
-        f"over {len(counts)} images"
-    )
+    n_events, n_images = int(counts.sum()), len(counts)
+    note = f"{counts[:, NOP].sum()} NOP of {n_events} register sink events over {n_images} images"
+    rate, rate_interval = dx.per_image(n_events, n_images)
     return {
         "U6.registers_mostly_nop": Measured(nop, model, note, interval),
-        "U6.register_events": Measured(int(n_events), model, note, events_interval),
+        "U6.register_events_per_image": Measured(rate, model, note, rate_interval),
     }
 
 

@@ -44,7 +44,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     peaks = table.sort_values(["layer", "head"]).spectral_peak.to_numpy()
 
     def sink_heads(flags: np.ndarray) -> np.ndarray:
-        return flags.mean(0) >= min_rate
+        return dx.sink_head_mask(flags, min_rate)
 
     def count(flags: np.ndarray) -> float:
         return float(sink_heads(flags).sum())
