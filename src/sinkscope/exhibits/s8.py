@@ -6,7 +6,10 @@ its registers version. Per model: the norms of the tokens at the output of the l
 share of high-norm patch tokens (`sinkscope.metrics.outlier_share`), the CLS attention over the
 patches, and per image how the outlier patches compare with the others in pixel standard deviation
 (a flat, low-information patch has a low one). Claims are per image, averaged over the seeds of
-the claim pair, with intervals bootstrapped over the images.
+the claim pair, with intervals bootstrapped over the images; a pair without any outlier gives
+the outlier share the exact Poisson upper bound of no event in its patch tokens (a bootstrap of
+zeros would claim [0, 0]). The scale control: the parameter count of the models without
+registers, from their caches' manifests.
 """
 
 from __future__ import annotations
@@ -17,18 +20,20 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics
-from ..stats import bootstrap, undecided
-from ..vision.tables import labelled
+from ..stats import Interval, bootstrap, event_rate, exact, undecided
+from ..vision.tables import labelled, model_scale
 from . import Measured
 
 ROLES = ("without", "with")
 
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
-    """Outlier shares of every model (`shares`) and of each of its images (`images`), norm
-    histograms and the CLS maps, each labelled with the model's pair, role and seed."""
+    """Outlier shares and parameter counts of every model (`shares`), outlier shares of each of
+    its images (`images`), norm histograms and the CLS maps, each labelled with the model's pair,
+    role and seed."""
     tokens = labelled(inputs["norms"], settings["models"])
-    shares = _shares(tokens, settings["outlier"])
+    scale = model_scale(inputs["manifests"], list(settings["models"]))
+    shares = _shares(tokens, settings["outlier"]).merge(scale, on="model")
     return {
         "shares": shares,
         "images": _images(tokens, shares),
@@ -144,7 +149,8 @@ def _per_image(images: pd.DataFrame, role: str, column: str) -> pd.Series:
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     """On the claim model's pair, per image and averaged over seeds: the outlier share without
     registers, its ratio with / without registers, and whether the outliers sit on flat patches;
-    intervals bootstrapped over the images."""
+    intervals bootstrapped over the images. Beside them, the scale control: the parameter count
+    of the pair's models without registers (millions, the smallest)."""
     pair = settings["claim_model"]
     images = tables["images"][tables["images"].pair == pair]
     seeds = images.seed.nunique()
@@ -152,7 +158,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     both = pd.concat(
         {role: _per_image(images, role, "outlier_share") for role in ROLES}, axis=1
     ).dropna()
-    share_without, share_with = float(without.mean()), float(both["with"].mean())
+    share_with = float(both["with"].mean())
     head = f"{pair}, {seeds} seed(s)"
 
     def mean(a):
@@ -167,13 +173,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     if not np.isfinite(removed):  # no outlier without registers: nothing to remove, no ratio
         removed = float("nan")
     found = {
-        "S8.outlier_share": Measured(
-            share_without,
-            pair,
-            f"{head}, {len(without)} images: {share_without:.2f} % of patch tokens above the "
-            "threshold without registers",
-            bootstrap(mean, without.to_numpy(), unit="images"),
-        ),
+        "S8.outlier_share": _outlier_share(images, without, pair, head),
         "S8.registers_remove_outliers": Measured(
             removed,
             pair,
@@ -199,7 +199,36 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         f"{len(lower)} images: {mean(lower) if len(lower) else float('nan'):.3f}",
         interval,
     )
+    found["S8.parameters"] = _parameters(tables["shares"], pair)
     return found
+
+
+def _outlier_share(images: pd.DataFrame, without: pd.Series, pair: str, head: str) -> Measured:
+    """The outlier share without registers (%, per image, mean over seeds), bootstrapped over
+    the images; with no outlier at all, the exact Poisson upper bound of 0 events in the pair's
+    patch tokens without registers."""
+    value = float(without.mean())
+    note = f"{head}, {len(without)} images: {value:.2f} % of patch tokens above the threshold "
+    note += "without registers"
+    counted = images[images.role == "without"]
+    if counted.outliers.sum():
+        interval = bootstrap(lambda a: float(np.mean(a)), without.to_numpy(), unit="images")
+    else:
+        tokens = int(counted.patch_tokens.sum())
+        bound = event_rate(0, tokens, "patch tokens")
+        interval = Interval(0.0, 100 * bound.high, bound.n, bound.basis)
+        note += f" (no outlier in {tokens} patch tokens: exact Poisson bound)"
+    return Measured(value, pair, note, interval)
+
+
+def _parameters(shares: pd.DataFrame, pair: str) -> Measured:
+    """The parameter count (millions) of the pair's models without registers, the smallest
+    over its seeds, exact."""
+    part = shares[(shares.pair == pair) & (shares.role == "without")]
+    value = float(part.parameters.min()) / 1e6
+    models = ", ".join(sorted(part.model))
+    note = f"{pair}: models without registers ({models}): smallest {value:.4g} M parameters"
+    return Measured(value, pair, note, exact(value, len(part)))
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

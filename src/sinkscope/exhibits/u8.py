@@ -4,8 +4,14 @@ Claims compare variants by the difference of their means over seeds (Welch inter
 seeds); a claim that must hold on every dataset (or against every other variant) takes the
 smallest difference, with the interval [min of the lows, min of the highs].
 
-Inputs: one probe table per trained model (dataset, task, metric, value) and one training log.
-The table puts the paper's values (ViT-L/16, 100 epochs of ImageNet-1k) beside the measured
+Controls: every probe a claim compares must read something from the features: its score above
+chance (the probe table's `chance`: 100 / classes for top-1, the mIoU of the best constant
+prediction for segmentation) as a share of the way from chance to a perfect probe, mean over
+seeds; the smallest over the probes involved, with the interval [min of the lows, min of the
+highs] of their t-intervals over seeds.
+
+Inputs: one probe table per trained model (dataset, task, metric, value, chance) and one training
+log. The table puts the paper's values (ViT-L/16, 100 epochs of ImageNet-1k) beside the measured
 ones for display; no paper value enters a measured claim.
 """
 
@@ -14,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..stats import Interval, difference_over_seeds
+from ..stats import Interval, difference_over_seeds, over_seeds
 from ..vision.tables import labelled
 from . import Measured
 
@@ -30,6 +36,7 @@ PAPER = {
         "gate-registers": 69.36,
     },
 }
+PERFECT = {"top1": 100.0, "miou": 1.0}  # the score of a perfect probe, per metric
 
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
@@ -41,11 +48,20 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
 
 
 def _summary(probes: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
-    """Per variant, dataset and metric: mean, std (over seeds, ddof 1) and seeds; beside them
-    the paper's value on the same dataset (`paper`, NaN for the procedural images) and the
-    variant's paper values on each of the paper's datasets (`paper_<dataset>_<metric>`)."""
-    grouped = probes.groupby(["variant", "dataset", "task", "metric"]).value
-    table = grouped.agg(mean="mean", std="std", n_seeds="count").reset_index()
+    """Per variant, dataset and metric: mean, std (over seeds, ddof 1), seeds and the mean
+    chance level; beside them the paper's value on the same dataset (`paper`, NaN for the
+    procedural images) and the variant's paper values on each of the paper's datasets
+    (`paper_<dataset>_<metric>`)."""
+    table = (
+        probes.groupby(["variant", "dataset", "task", "metric"])
+        .agg(
+            mean=("value", "mean"),
+            std=("value", "std"),
+            n_seeds=("value", "count"),
+            chance=("chance", "mean"),
+        )
+        .reset_index()
+    )
     key = table.dataset + "_" + table.metric
     table["paper"] = [
         PAPER.get(k, {}).get(v, np.nan) for k, v in zip(key, table.variant, strict=True)
@@ -56,10 +72,19 @@ def _summary(probes: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     return table.sort_values(["task", "dataset", "variant"]).reset_index(drop=True)
 
 
-def _seeds(probes: pd.DataFrame, task: str) -> dict[tuple[str, str], np.ndarray]:
-    """{(variant, dataset): the per-seed values of a task, by seed}."""
+def _seeds(
+    probes: pd.DataFrame, task: str, column: str = "value"
+) -> dict[tuple[str, str], np.ndarray]:
+    """{(variant, dataset): the per-seed values of a column for a task, by seed}."""
     part = probes[probes.task == task].sort_values("seed")
-    return {key: group.value.to_numpy() for key, group in part.groupby(["variant", "dataset"])}
+    return {key: group[column].to_numpy() for key, group in part.groupby(["variant", "dataset"])}
+
+
+def above_chance(probes: pd.DataFrame) -> pd.Series:
+    """Per probe row: (score - chance) / (perfect score - chance), the share of the way from
+    chance to a perfect probe (0: at chance, 1: perfect)."""
+    perfect = probes.metric.map(PERFECT)
+    return (probes.value - probes.chance) / (perfect - probes.chance)
 
 
 def _lowest(differences: list[tuple[float, Interval]]) -> tuple[float, Interval]:
@@ -106,12 +131,29 @@ def _spread(values: dict[str, np.ndarray]) -> tuple[float, Interval]:
     return float(max(means) - min(means)), Interval(max(lows), max(highs), n, "seeds")
 
 
+def _chance_control(skill: dict, variants: list[str], datasets: list[str], task: str):
+    """The smallest mean share of the way from chance to a perfect probe over the probes of
+    `variants` on `datasets`, its interval (`_lowest` of the t-intervals over seeds) and a note."""
+    probes = [(v, d) for v in variants for d in datasets]
+    value, interval = _lowest([(float(skill[p].mean()), over_seeds(skill[p])) for p in probes])
+    shown = ", ".join(f"{v} on {d} {skill[v, d].mean():.3f}" for v, d in probes)
+    note = (
+        f"{task} probes above chance, (score - chance) / (perfect - chance), mean over seeds: "
+        f"{shown}; smallest {value:.3f}"
+    )
+    return value, interval, note
+
+
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     """Segmentation: the smallest gain over the datasets (and, for the best variant, over the
     other variants), mean over seeds, with Welch intervals over seeds; classification: the spread
-    of top-1 over the variants on the pretraining distribution."""
-    table, probes, model = tables["table"], tables["probes"], settings["claim_model"]
+    of top-1 over the variants on the pretraining distribution. Beside each claim, the control
+    that the probes it compares score above chance."""
+    table, model = tables["table"], settings["claim_model"]
+    probes = tables["probes"].assign(above_chance=above_chance(tables["probes"]))
     seg, top1 = _seeds(probes, "segmentation"), _seeds(probes, "classification")
+    skill_seg = _seeds(probes, "segmentation", "above_chance")
+    skill_top1 = _seeds(probes, "classification", "above_chance")
     datasets = sorted({d for _, d in seg})
     variants = list(dict.fromkeys(probes.variant))
     summary = table.set_index(["task", "dataset", "variant"])
@@ -126,16 +168,29 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
             f"{d}: " + ", ".join(shown(d, v) for v in [variant, *others]) for d in datasets
         )
 
+    def chance_levels(task, names):
+        part = summary.loc[task]
+        return ", ".join(f"{d} {part.loc[d].chance.mean():.3g}" for d in names)
+
     seeds = int(probes.groupby("variant").seed.nunique().min())
-    head = f"mIoU, mean +- std over {seeds} seed(s), "
+    chance = chance_levels("segmentation", datasets)
+    head = f"mIoU, mean +- std over {seeds} seed(s) (chance: {chance}), "
     found = {}
-    for claim, variant in (
-        ("U8.registers_improve_segmentation", "registers"),
-        ("U8.gate_improves_segmentation", "gate"),
+    for claim, variant, control in (
+        (
+            "U8.registers_improve_segmentation",
+            "registers",
+            "U8.segmentation_above_chance_registers",
+        ),
+        ("U8.gate_improves_segmentation", "gate", "U8.segmentation_above_chance_gate"),
     ):
         value, interval = _margin(seg, variant, ["baseline"], datasets)
         note = f"{head}{describe(variant, ['baseline'])}; smallest gain {value:.4f}"
         found[claim] = Measured(value, model, note, interval)
+        value, interval, note = _chance_control(
+            skill_seg, [variant, "baseline"], datasets, "segmentation"
+        )
+        found[control] = Measured(value, model, note, interval)
     others = [v for v in variants if v != "gate-registers"]
     value, interval = _margin(seg, "gate-registers", others, datasets)
     found["U8.gate_registers_best"] = Measured(
@@ -145,6 +200,10 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         f"{value:.4f}",
         interval,
     )
+    value, interval, note = _chance_control(
+        skill_seg, ["gate-registers", *others], datasets, "segmentation"
+    )
+    found["U8.segmentation_above_chance_all"] = Measured(value, model, note, interval)
     dataset = sorted({d for _, d in top1})[0]  # one classification set: the pretraining one
     accuracy = {v: top1[v, dataset] for v in variants}
     value, interval = _spread(accuracy)
@@ -152,15 +211,18 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     found["U8.classification_unchanged"] = Measured(
         value,
         model,
-        f"top-1 (%) on {dataset}, mean over {seeds} seed(s): {per_variant}; max - min {value:.2f}",
+        f"top-1 (%) on {dataset}, mean over {seeds} seed(s) (chance "
+        f"{chance_levels('classification', [dataset])}): {per_variant}; max - min {value:.2f}",
         interval,
     )
+    value, interval, note = _chance_control(skill_top1, variants, [dataset], "classification")
+    found["U8.classification_above_chance"] = Measured(value, model, note, interval)
     return found
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
-    """Probe results per variant (mean +- std over seeds) and the training logs, at most three
-    panels a row."""
+    """Probe results per variant (mean +- std over seeds, with the chance level) and the training
+    logs, at most three panels a row."""
     from .. import plotting
 
     table, curves = tables["table"], tables["curves"]
@@ -170,9 +232,10 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         part = table[(table.task == task) & (table.dataset == dataset)]
         labels = list(part.variant.astype(str))
         ax.bar(labels, part["mean"], yerr=part["std"].fillna(0), capsize=3, color="C0")
+        ax.axhline(part.chance.mean(), color="grey", ls=":", label="chance")
         if part.paper.notna().any():
             ax.scatter(labels, part.paper, color="C3", marker="D", zorder=3, label="paper")
-            ax.legend()
+        ax.legend(fontsize=7)
         ax.set(title=f"{dataset} {task}", ylabel="mIoU" if task == "segmentation" else "top-1 (%)")
         ax.tick_params(axis="x", rotation=40)
     for ax, column, label in zip(

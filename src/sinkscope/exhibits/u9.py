@@ -5,18 +5,27 @@ Events are the diagnostics' counted sink events (relaxed rule, layers from
 `first_counted_layer` on); their class uses the pre-gate head update (see
 `sinkscope.vision.models`).
 
-Intervals: with at least two seeds per variant, over the seeds (a t-interval of the mean of the
-per-seed values, or the Welch interval of a difference between variants); with one seed, a
-bootstrap over the images (paired across variants on the same images).
+Events are counts, pooled over the seeds and images of a variant: a rate of events per image
+has the exact Poisson interval (`stats.event_rate`; no event gives its exact upper bound, never
+[0, 0]); the gate's effect is the ratio of two rates with the exact conditional interval (given
+the total, the gate's share of the events is binomial); the share of the register variant's
+Broadcast events that sit on registers is a Clopper-Pearson interval. Pooling treats the seeds'
+images as one sample of one rate: variation between seeds beyond the Poisson one is not in the
+interval (the per-seed rates are in `table` and the notes).
+
+Scale: per model, the parameter count, depth, width and the training steps its log reached (from
+the model cache's manifest) and the images it saw in training (steps x batch size), the
+measures of the controls that the baseline ViT is at the scale where the literature reports
+these sinks.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
-from ..stats import Interval, bootstrap, difference_over_seeds, over_seeds, undecided
+from ..stats import Interval, event_rate, exact, share, undecided
+from ..vision.tables import model_scale
 from . import Measured, read_tables
 
 CLASSES = ["NOP", "Broadcast", "other"]
@@ -25,12 +34,26 @@ LOCATIONS = {"first": "cls", "register": "register", "other": "patch"}
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     """The events of every model by class and location, per model (`events`) and per image
-    (`images`), and their summary per variant."""
+    (`images`), their summary per variant, and the scale of every model (`models`)."""
     models = settings["models"]
     heads = read_tables(inputs["heads"], list(models))
     events = _events(heads, models, settings["first_counted_layer"])
     images = _images(heads, models, settings["first_counted_layer"])
-    return {"table": _summary(events, settings["variants"]), "events": events, "images": images}
+    return {
+        "table": _summary(events, settings["variants"]),
+        "events": events,
+        "images": images,
+        "models": _scale(inputs["manifests"], models, settings["batch_size"]),
+    }
+
+
+def _scale(manifests: list[str], models: dict[str, dict], batch_size: int) -> pd.DataFrame:
+    """Per model: variant, seed, parameters, depth, width, the training steps reached and the
+    images seen in training (steps x batch size)."""
+    scale = model_scale(manifests, list(models))
+    labels = pd.DataFrame.from_dict(models, orient="index")[["variant", "seed"]]
+    scale = scale.join(labels, on="model")
+    return scale.assign(batch_size=batch_size, images_seen=scale.steps * batch_size)
 
 
 def _events(
@@ -101,101 +124,104 @@ def _summary(table: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     return out.sort_values(["variant", "sink_class", "location"]).reset_index(drop=True)
 
 
-def _per_seed(images: pd.DataFrame, variant: str) -> dict[int, pd.DataFrame]:
-    """{seed: the per-image event counts of the variant's model of that seed, by sample}."""
+def _pooled(images: pd.DataFrame, variant: str, column: str) -> tuple[int, int]:
+    """A variant's events of one column, pooled over its seeds and images, and the images."""
     part = images[images.variant == variant]
+    return int(part[column].sum()), len(part)
+
+
+def _per_seed_rates(images: pd.DataFrame, variant: str, column: str) -> str:
+    """The events per image of each seed of a variant, in words."""
+    rates = images[images.variant == variant].groupby("seed")[column].mean()
+    return ", ".join(f"{rate:.3f}" for rate in rates)
+
+
+def rate_ratio(
+    events: int, exposure: int, reference_events: int, reference_exposure: int, unit: str
+) -> tuple[float, Interval]:
+    """The ratio of two Poisson rates, (events / exposure) / (reference_events /
+    reference_exposure), and its exact conditional interval: given the total, the first count
+    is binomial with p = R e / (R e + e_ref) for rate ratio R, so the Clopper-Pearson interval
+    of p maps to R = p / (1 - p) x e_ref / e. NaN without reference events; no interval
+    without events."""
+    total = events + reference_events
+    if not total:
+        return float("nan"), undecided(0, unit)
+    scale = reference_exposure / exposure
+    p = share(events, total, unit)
+
+    def ratio(q: float) -> float:
+        return q / (1 - q) * scale if q < 1 else float("inf")
+
+    value = events / reference_events * scale if reference_events else float("nan")
+    return value, Interval(ratio(p.low), ratio(p.high), total, unit)
+
+
+def _scale_controls(scale: pd.DataFrame, model: str) -> dict[str, Measured]:
+    """The baseline ViT's parameters and images seen in training (millions), the smallest
+    over its seeds, exact."""
+    baseline = scale[scale.variant == "baseline"]
+    parameters = float(baseline.parameters.min()) / 1e6
+    seen = float(baseline.images_seen.min()) / 1e6
+    first = baseline.iloc[0]
+    note = (
+        f"baseline ViT, smallest of {len(baseline)} seed(s): {parameters:.4g} M parameters "
+        f"(depth {first.depth:g}, width {first.embed_dim:g}), {baseline.steps.min():g} training "
+        f"steps x batch {first.batch_size:g} = {seen:.4g} M images seen"
+    )
     return {
-        int(seed): group.set_index("sample").sort_index() for seed, group in part.groupby("seed")
+        "U9.baseline_parameters": Measured(
+            parameters, model, note, exact(parameters, len(baseline))
+        ),
+        "U9.baseline_images_seen": Measured(seen, model, note, exact(seen, len(baseline))),
     }
 
 
-def _mean(variant: str, column: str, images: pd.DataFrame) -> tuple[float, Interval]:
-    """Events per image of a variant: the mean over seeds of each seed's mean over images."""
-    seeds = _per_seed(images, variant)
-    values = [frame[column].mean() for frame in seeds.values()]
-    if len(seeds) >= 2:
-        return float(np.mean(values)), over_seeds(values)
-    counts = next(iter(seeds.values()))[column].to_numpy()
-    return float(values[0]), bootstrap(np.mean, counts, unit="images")
-
-
-def _difference(a: str, b: str, column: str, images: pd.DataFrame) -> tuple[float, Interval]:
-    """Events per image of variant a minus variant b."""
-    seeds_a, seeds_b = _per_seed(images, a), _per_seed(images, b)
-    values_a = [frame[column].mean() for frame in seeds_a.values()]
-    values_b = [frame[column].mean() for frame in seeds_b.values()]
-    value = float(np.mean(values_a) - np.mean(values_b))
-    if min(len(seeds_a), len(seeds_b)) >= 2:
-        return value, difference_over_seeds(values_a, values_b)
-    first_a, first_b = next(iter(seeds_a.values())), next(iter(seeds_b.values()))
-    shared = first_a.index.intersection(first_b.index)
-
-    def difference(x, y):
-        return float(np.mean(x) - np.mean(y))
-
-    counts_a, counts_b = first_a.loc[shared, column], first_b.loc[shared, column]
-    return value, bootstrap(difference, counts_a.to_numpy(), counts_b.to_numpy(), unit="images")
-
-
-def _register_share(images: pd.DataFrame) -> tuple[float, Interval, int, int]:
-    """The share of the register variant's Broadcast events that sit on registers (over seeds
-    with such events: the mean of the per-seed shares), its interval, and the counts."""
-    seeds = _per_seed(images, "registers")
-    on = {s: int(frame["Broadcast_register"].sum()) for s, frame in seeds.items()}
-    total = {s: int(frame["Broadcast"].sum()) for s, frame in seeds.items()}
-    shares = [on[s] / total[s] for s in seeds if total[s]]
-    counts = sum(on.values()), sum(total.values())
-    if not shares:
-        return float("nan"), undecided(0, "seeds"), *counts
-    if len(seeds) >= 2:
-        return float(np.mean(shares)), over_seeds(shares), *counts
-    frame = next(iter(seeds.values()))
-
-    def share(on, total):
-        return float(np.sum(on) / np.sum(total)) if np.sum(total) else float("nan")
-
-    interval = bootstrap(
-        share, frame["Broadcast_register"].to_numpy(), frame["Broadcast"].to_numpy(), unit="images"
-    )
-    return shares[0], interval, *counts
-
-
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    """Events per image (mean over seeds of the mean over images), the gate's change of the NOP
-    events, and the share of the register variant's Broadcast events on registers."""
+    """Events per image of the baseline (pooled over seeds and images, exact Poisson intervals),
+    the gate's NOP rate over the baseline's, the share of the register variant's Broadcast events
+    on registers, and the baseline's scale (the controls)."""
     images, model = tables["images"], settings["claim_model"]
-    seeds = {v: images[images.variant == v].seed.nunique() for v in ("baseline", "gate")}
-    per_image = {c: _mean("baseline", c, images) for c in CLASSES}
+    baseline = images[images.variant == "baseline"]
+    counts = {c: _pooled(images, "baseline", c) for c in CLASSES}
+    n_seeds, n_images = baseline.seed.nunique(), len(baseline)
     base_note = (
-        f"baseline events per image, mean over {seeds['baseline']} seed(s) of "
-        f"{images[images.variant == 'baseline'].groupby('seed').size().min()} images: "
-        + ", ".join(f"{c} {per_image[c][0]:.3f}" for c in CLASSES)
+        f"baseline events in {n_images} images ({n_seeds} seed(s)): "
+        + ", ".join(f"{c} {k} ({k / n:.3f} per image)" for c, (k, n) in counts.items())
+        + "; per seed: "
+        + "; ".join(f"{c} {_per_seed_rates(images, 'baseline', c)}" for c in CLASSES)
     )
-    gate = _mean("gate", "NOP", images)[0]
-    value, interval = _difference("gate", "baseline", "NOP", images)
-    share, share_interval, on, total = _register_share(images)
-    per_seed = ", mean of the per-seed shares" if share_interval.basis == "seeds" else ""
-    shown = f" ({100 * share:.0f} %{per_seed})" if total else ""
+    rates = {
+        c: Measured(k / n, model, base_note, event_rate(k, n, "images"))
+        for c, (k, n) in counts.items()
+        if c != "other"
+    }
+    gate, gate_images = _pooled(images, "gate", "NOP")
+    nop, nop_images = counts["NOP"]
+    ratio, ratio_interval = rate_ratio(gate, gate_images, nop, nop_images, "NOP events")
+    gate_seeds = images[images.variant == "gate"].seed.nunique()
+    on = _pooled(images, "registers", "Broadcast_register")[0]
+    total = _pooled(images, "registers", "Broadcast")[0]
+    shown = f" ({100 * on / total:.0f} %)" if total else ""
+    ratio_shown = f"{ratio:.3f}" if nop else "undefined (no baseline NOP event)"
     return {
         "U9.gate_removes_nop": Measured(
-            value,
+            ratio,
             model,
-            f"NOP events per image: gate {gate:.3f} ({seeds['gate']} seed(s)) vs baseline "
-            f"{per_image['NOP'][0]:.3f} ({seeds['baseline']} seed(s)); difference {value:.3f}",
-            interval,
+            f"NOP events: gate {gate} in {gate_images} images ({gate_seeds} seed(s), "
+            f"{gate / gate_images:.3f} per image), baseline {nop} in {nop_images} images "
+            f"({nop / nop_images:.3f} per image); ratio of the rates {ratio_shown}",
+            ratio_interval,
         ),
         "U9.registers_take_broadcast": Measured(
-            share,
+            on / total if total else float("nan"),
             model,
             f"{on} of {total} Broadcast events of the register variant sit on registers" + shown,
-            share_interval,
+            share(on, total, "Broadcast events"),
         ),
-        "U9.baseline_nop_per_image": Measured(
-            per_image["NOP"][0], model, base_note, per_image["NOP"][1]
-        ),
-        "U9.baseline_broadcast_per_image": Measured(
-            per_image["Broadcast"][0], model, base_note, per_image["Broadcast"][1]
-        ),
+        "U9.baseline_nop_per_image": rates["NOP"],
+        "U9.baseline_broadcast_per_image": rates["Broadcast"],
+        **_scale_controls(tables["models"], model),
     }
 
 

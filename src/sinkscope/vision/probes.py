@@ -6,7 +6,9 @@ one linear map on features standardised with the training set's mean and deviati
 classification maps CLS to class logits; segmentation maps every patch token to class logits,
 the logit grid is upsampled bilinearly to the label map and trained with cross-entropy (label
 255 ignored). mIoU is the mean IoU over the classes present in the test labels or predictions,
-from one confusion matrix over the whole test set.
+from one confusion matrix over the whole test set. Beside each score, its chance level: 100 /
+classes for top-1, and for mIoU that of the best constant prediction (every pixel given the test
+set's most frequent class).
 """
 
 from __future__ import annotations
@@ -192,6 +194,18 @@ def class_iou(matrix: torch.Tensor) -> np.ndarray:
     return torch.where(union > 0, tp / union.clamp_min(1), torch.nan).numpy()
 
 
+def majority_miou(masks: torch.Tensor, n_classes: int, batch_size: int) -> float:
+    """The mIoU of the best constant prediction on `masks` (label 255 left out): every pixel
+    given the most frequent class, the chance level of a segmentation probe."""
+    counts = torch.zeros(n_classes, dtype=torch.int64)
+    for start in range(0, len(masks), batch_size):
+        labels = masks[start : start + batch_size].long().reshape(-1)
+        counts += torch.bincount(labels[labels != datasets.IGNORE], minlength=n_classes)
+    matrix = torch.zeros(n_classes, n_classes, dtype=torch.int64)
+    matrix[:, counts.argmax()] = counts  # (target, predicted): everything predicted as one class
+    return float(np.nanmean(class_iou(matrix)))
+
+
 def evaluate(
     encoder: SinkscopeViT,
     tasks: list[datasets.ProbeTask],
@@ -200,8 +214,9 @@ def evaluate(
     seed: int,
     device: str,
 ) -> pd.DataFrame:
-    """One row per probe task: dataset, task, metric, value (top-1 in %, mIoU in [0, 1]),
-    sizes. Tasks on the same splits share one pass of feature extraction."""
+    """One row per probe task: dataset, task, metric, value (top-1 in %, mIoU in [0, 1]), its
+    chance level (`majority_miou`, or 100 / classes), sizes. Tasks on the same splits share one
+    pass of feature extraction."""
     dense_splits = {id(t.train) for t in tasks if t.task == "segmentation"}
     found: dict[int, tuple[Features, Features]] = {}
     rows = []
@@ -226,15 +241,17 @@ def evaluate(
         train, test = found[id(task.train)]
         if task.task == "segmentation":
             value, _ = segmentation(train, test, task.n_classes, cfg, seed, device)
-            metric = "miou"
+            metric, chance = "miou", majority_miou(test.masks, task.n_classes, cfg.batch_size)
         else:
-            value, metric = classification(train, test, task.n_classes, cfg, seed, device), "top1"
+            value = classification(train, test, task.n_classes, cfg, seed, device)
+            metric, chance = "top1", 100 / task.n_classes
         rows.append(
             {
                 "dataset": task.name,
                 "task": task.task,
                 "metric": metric,
                 "value": value,
+                "chance": chance,
                 "n_train": len(train.labels),
                 "n_test": len(test.labels),
             }
