@@ -4,7 +4,8 @@ and figure rules of every exhibit from it (workflow/rules/exhibits.smk).
 
 Settings are given as {name: config key} (a dotted path into the merged config) or
 {name: function of the Plan} for values derived from several keys (the models an exhibit runs
-on). A job receives exactly these values, so a config change reruns only the jobs that read it.
+on) or from the claim catalogue (a paper value a figure shows). A job receives exactly these
+values, so a config or catalogue change reruns only the jobs that read it.
 Light on purpose (no torch at import): the workflow reads it to build the DAG.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..catalogue import find_claim
 from ..vision.variants import trained_models
 from . import PAPERS
 
@@ -284,6 +286,12 @@ def _s8_label(plan: Plan) -> str:
     return next(iter(plan.s8_pairs().values()))["pair"]
 
 
+def _paper_value(claim_id: str) -> Callable[[Plan], str]:
+    """A claim's paper value as the catalogue gives it, for a figure that shows it (display
+    only): a setting, so that editing it in the catalogue redraws that figure."""
+    return lambda plan: find_claim(claim_id)["paper"]
+
+
 def _per_model(models: Callable[[Plan], dict | list], path: str) -> Callable[[Plan], list[str]]:
     return lambda plan: [path.format(model=m) for m in models(plan)]
 
@@ -338,7 +346,7 @@ EXHIBITS: dict[str, Exhibit] = {
             "D1",
             "half-space condition: cosine to the first token",
             ("table", "histogram", "per_input"),
-            ("layers", "cosine"),
+            ("layers", "cosine", "heads"),
             modality="text",
         ),
         _diagnostics(
@@ -347,6 +355,10 @@ EXHIBITS: dict[str, Exhibit] = {
             ("table", "intervention"),
             ("heads", "intervention"),
             modality="text",
+            claim_settings={
+                "first_counted_layer": "diagnostics.first_counted_layer",
+                "min_event_rate": "diagnostics.intervention.min_event_rate",
+            },
         ),
         _toy(
             "U1",
@@ -393,6 +405,7 @@ EXHIBITS: dict[str, Exhibit] = {
                 "claim_model": "streaming.ppl.claim_models.S4",
                 "cache": "streaming.ppl.cache",
             },
+            figure_settings={"cache": "streaming.ppl.cache"},
             mem_mb=4000,
             unclaimed=_stream_claim_model("S4"),
         ),
@@ -402,6 +415,7 @@ EXHIBITS: dict[str, Exhibit] = {
             tables=("latency", "summary"),
             inputs=lambda plan: {"latency": "results/streaming/latency.parquet"},
             claim_settings={"models": "streaming.latency.models"},
+            figure_settings={"paper_speedup": _paper_value("S5.speedup_growth")},
         ),
         Exhibit(
             id="S6",
@@ -443,14 +457,16 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="U9",
             title="ViT mitigations: sink classes and locations",
-            tables=("table", "events", "images"),
+            tables=("table", "events", "images", "models"),
             inputs=lambda plan: {
-                "heads": _per_model(_trained, "results/extract/{model}/heads.parquet")(plan)
+                "heads": _per_model(_trained, "results/extract/{model}/heads.parquet")(plan),
+                "manifests": _per_model(_trained, "resources/models/{model}/manifest.json")(plan),
             },
             table_settings={
                 "models": _trained_registers,
                 "variants": "mitigation.variants",
                 "first_counted_layer": "diagnostics.first_counted_layer",
+                "batch_size": "mitigation.train.batch_size",
             },
             claim_settings={"claim_model": _trained_label},
         ),
@@ -463,6 +479,9 @@ EXHIBITS: dict[str, Exhibit] = {
                     plan
                 ),
                 "maps": _per_model(Plan.s8_pairs, "results/mitigation/norms/{model}_maps.parquet")(
+                    plan
+                ),
+                "manifests": _per_model(Plan.s8_pairs, "resources/models/{model}/manifest.json")(
                     plan
                 ),
             },
