@@ -43,7 +43,7 @@ from sinkscope.config import load_config
 from sinkscope.models import FetchError, verify_cache
 from sinkscope.models.wheels import fetch_wheel
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 HOLD = "SINKSCOPE_TEST_HOLD"  # the hook's marker file: a job process waiting at its exit
 # Loaded by every Python process of a run (PYTHONPATH); acts in Snakemake's job scripts only.

@@ -18,7 +18,7 @@ from conftest import REPO, snakemake
 from sinkscope.config import load_config
 from sinkscope.scorecard import NOT_RUN, VERDICTS, load_claims
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 PAPER = [REPO / "config" / "paper.yaml", REPO / "tests" / "paper_small.yaml"]
 

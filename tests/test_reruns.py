@@ -222,6 +222,7 @@ def readers(key: str, plan: Plan) -> set[str]:
     return found
 
 
+@pytest.mark.heavy
 def test_each_config_key_reruns_exactly_its_readers(smoke, tmp_path):
     default = read_yaml(REPO / "config" / "config.yaml")
     plan = Plan(load_config([REPO / "config" / "config.yaml", SMOKE]))

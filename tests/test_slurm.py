@@ -14,7 +14,7 @@ import yaml
 from conftest import REPO, snakemake
 
 pytest.importorskip("snakemake_executor_plugin_slurm")
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 SHIMS = Path(__file__).parent / "slurm_shims"
 TARGETS = ["results/S1/claims.json", "results/extract/tiny-vit/heads.parquet"]
