@@ -376,7 +376,7 @@ def test_u4_most_specialised_head_and_its_neighbours(tmp_path):
     assert found.value == pytest.approx(80.0) and found.model == "m"
     counted = tables["table"][tables["table"].layer >= 1]
     assert found.value == pytest.approx(counted.pct_relaxed.max())
-    # 16 of 20 images: the resamples spread the rate around 80 beyond +- 5
+    # 16 of 20 images: the resamples spread the rate around 80, across the threshold 75
     assert verdict("U4.specialised_heads", found) is None
     neighbours = claims["U4.neighbours_do_not"]
     assert neighbours.value == pytest.approx(10.0)
@@ -388,14 +388,14 @@ def test_u4_most_specialised_head_and_its_neighbours(tmp_path):
     assert found.note == "layer 2, head 0: a sink event on 80.0 % of 20 images"
     assert set(tables["table"].columns) >= {"pct_relaxed", "pct_strict_0.1", "model"}
     assert set(tables["per_input"].layer) == {1, 2} and len(tables["per_input"]) == 160
-    # a head on every input is more than ~80 %; on 25 % of the inputs, less
-    for n_inputs, value in ((20, 100.0), (5, 25.0)):
+    # a head on every input is as specialised as one on ~80 %; one on 25 % of the inputs is not
+    for n_inputs, value, expected in ((20, 100.0, True), (5, 25.0, False)):
         one = {(2, 0): (0, "NOP")}
         heads = heads_table(n_samples=20, n_heads=4, sinks=one, inputs={(2, 0): n_inputs})
         _, claims = run(u4, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
         found = claims["U4.specialised_heads"]
         assert found.value == pytest.approx(value)
-        assert verdict("U4.specialised_heads", found) is False
+        assert verdict("U4.specialised_heads", found) is expected
     # every head of the layer sinks as often: the neighbours sink on most inputs
     layer = {(2, head): (0, "NOP") for head in range(4)}
     heads = heads_table(n_samples=20, n_heads=4, sinks=layer, inputs=dict.fromkeys(layer, 19))
@@ -488,13 +488,13 @@ def test_u3_and_u4_controls_need_the_papers_rate_of_sink_events(tmp_path):
     for claim in ("U3.cls_early_patch_deep", "U4.specialised_heads", "U4.neighbours_do_not"):
         assert scorecard_verdict(claim, claims) == INCONCLUSIVE, claim
     # the same heads on every image: 2 events per image, the controls show the phenomenon, and
-    # U4's most specialised head (100 %, sinks on most inputs) is judged against ~80 %
+    # U4's most specialised head (100 %, sinks on most inputs) clears ~80 %
     heads = heads_table(n_samples=50, n_layers=6, sinks=sinks)
     claims = {}
     for exhibit in (u3, u4, u5):
         claims |= run(exhibit, tmp_path, {"heads": {"m": heads}}, settings_for("m"))[1]
     assert scorecard_verdict("U3.cls_early_patch_deep", claims) == scorecard.REPLICATED
-    assert scorecard_verdict("U4.specialised_heads", claims) == scorecard.NOT_REPLICATED
+    assert scorecard_verdict("U4.specialised_heads", claims) == scorecard.REPLICATED
     assert scorecard_verdict("U4.neighbours_do_not", claims) == scorecard.REPLICATED
     # a most specialised head on a quarter of the inputs is no specialised head: U4's second
     # control lacks it, though its neighbours sink on none
