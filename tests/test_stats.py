@@ -118,3 +118,8 @@ def test_event_rate_is_the_exact_poisson_interval():
 def test_event_rate_refuses_counts_that_are_not_whole(events, exposure):
     with pytest.raises(ValueError, match="whole numbers of events and of images"):
         stats.event_rate(events, exposure, "images")
+
+
+def test_a_range_basis_is_described_as_a_range_not_a_confidence_level():
+    spread = stats.Interval(0.9, 1.1, 15, "range over fits on sub-ranges of T")
+    assert spread.describe() == "[0.9, 1.1] (range over 15 fits on sub-ranges of T)"

@@ -44,9 +44,13 @@ class Interval:
     basis: str
 
     def describe(self) -> str:
-        """E.g. `[0.12, 0.15] (95 %, 5 seeds)` or `exact (n = 3)`."""
+        """E.g. `[0.12, 0.15] (95 %, 5 seeds)`, `exact (n = 3)` or, for a basis `range over
+        <unit>` (a sensitivity, not a sampling interval), `[0.9, 1.1] (range over 15 fits)`."""
         if self.basis == "exact":
             return f"exact (n = {self.n})"
+        if self.basis.startswith("range over "):
+            unit = self.basis.removeprefix("range over ")
+            return f"[{self.low:.4g}, {self.high:.4g}] (range over {self.n} {unit})"
         unit = self.basis.removeprefix("bootstrap over ")
         how = f"{self.n} {unit}" if unit == self.basis else f"bootstrap over {self.n} {unit}"
         return f"[{self.low:.4g}, {self.high:.4g}] ({100 * LEVEL:g} %, {how})"

@@ -24,7 +24,7 @@ from ..toys import cost
 from . import Measured
 
 CURVE = ["setting", "criterion", "distribution", "pattern", "matrix", "norm"]
-FIT_BASIS = "fits over sub-ranges of T"
+FIT_BASIS = "range over fits on sub-ranges of T"  # a sensitivity, not sampling
 CLAIMED = ("orthonormal", "margin", "copy-paste")  # the claims' curves: nuclear norm of W_QK
 SETTING = "orthonormal tokens in d = T + 1, logits scaled by 1/sqrt(d)"
 
