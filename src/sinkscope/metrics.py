@@ -9,9 +9,13 @@ see key j (all True for bidirectional attention, lower-triangular for causal). L
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:  # torch is imported where a metric computes: table jobs need none of it
+    import torch
 
 RELAXED_SHARE = 0.9  # a sink event needs this share of the queries that see the sink ...
 RELAXED_WEIGHT = 0.5  # ... to give it at least this weight
@@ -25,6 +29,8 @@ BROADCAST_MAX_SRANK = 1.5
 
 def causal_mask(length: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Visibility of a causal model: query i sees keys j <= i."""
+    import torch
+
     return torch.ones(length, length, dtype=torch.bool, device=device).tril()
 
 
@@ -66,6 +72,8 @@ def sink_events(
     `relaxed`: at least 90 % of the queries that can see the sink give it >= 0.5;
     `strict_<eps>`: every query that can see the sink gives it >= 1 - eps.
     """
+    import torch
+
     sink = dominant_key(attn, visible) if sink is None else sink
     weights = sink_weights(attn, sink)
     sees = visible.expand(attn.shape).gather(-1, sink[..., None, None].expand(*attn.shape[:-1], 1))
@@ -97,18 +105,24 @@ def norm_ratio(norms: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
 
 def output_gram(w_out: torch.Tensor) -> torch.Tensor:
     """W_O^h W_O^h^T (..., d_head, d_head) in float64, for w_out (..., d_head, d)."""
+    import torch
+
     w_out = w_out.to(torch.float64)
     return w_out @ w_out.transpose(-1, -2)
 
 
 def gram_root(gram: torch.Tensor) -> torch.Tensor:
     """The symmetric square root of a positive semi-definite Gram matrix."""
+    import torch
+
     eigen, basis = torch.linalg.eigh(gram)
     return basis @ (eigen.clamp_min(0).sqrt()[..., None] * basis.transpose(-1, -2))
 
 
 def projected_norms(values: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
     """||W_O^h v_j|| for values (..., T, d_head), given gram = output_gram(W_O^h)."""
+    import torch
+
     dtype = torch.promote_types(values.dtype, torch.float32)
     values = values.to(dtype)
     return ((values @ gram.to(dtype)) * values).sum(-1).clamp_min(0).sqrt()
@@ -116,17 +130,23 @@ def projected_norms(values: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
 
 def singular_values(matrix: torch.Tensor) -> torch.Tensor:
     """Singular values in float64, largest first."""
+    import torch
+
     return torch.linalg.svdvals(matrix.to(torch.float64))
 
 
 def stable_rank(sigma: torch.Tensor) -> torch.Tensor:
     """||U||_F^2 / sigma_1^2 from singular values (..., k); 0 for a zero matrix."""
+    import torch
+
     energy = sigma.pow(2)
     return energy.sum(-1) / energy[..., 0].clamp_min(torch.finfo(energy.dtype).tiny)
 
 
 def rank1_energy(sigma: torch.Tensor) -> torch.Tensor:
     """sigma_1^2 / sum_k sigma_k^2 from singular values (..., k)."""
+    import torch
+
     energy = sigma.pow(2)
     return energy[..., 0] / energy.sum(-1).clamp_min(torch.finfo(energy.dtype).tiny)
 
@@ -140,6 +160,8 @@ def head_update(
     (the cheaper order); without it, `values` are already the projected u_j = W_O^h v_j (or the
     caller wants A V itself).
     """
+    import torch
+
     dtype = torch.promote_types(attn.dtype, torch.float32)
     mixed = attn.to(dtype) @ values.to(dtype)
     return mixed if w_out is None else mixed @ w_out.to(dtype)
@@ -156,6 +178,8 @@ def update_singular_values(mixed: torch.Tensor, root: torch.Tensor) -> torch.Ten
     returned in float64. sigma_1 and the Frobenius norm are exact to that rounding; singular
     values far below sigma_1 (under ~1e-3 sigma_1 for float32 inputs) are not resolved.
     """
+    import torch
+
     scaled = mixed @ root.to(mixed.dtype)
     small = scaled.transpose(-1, -2) @ scaled
     return torch.linalg.eigvalsh(small).to(torch.float64).flip(-1).clamp_min(0).sqrt()
@@ -170,11 +194,15 @@ def sink_class(ratio: ArrayLike, srank: ArrayLike) -> np.ndarray:
 
 def spectral_peak(sigma: torch.Tensor) -> torch.Tensor:
     """sigma_1 / sigma_2 of singular values (..., k)."""
+    import torch
+
     return sigma[..., 0] / sigma[..., 1].clamp_min(torch.finfo(sigma.dtype).tiny)
 
 
 def qk_spectrum(w_q: torch.Tensor, w_k: torch.Tensor) -> torch.Tensor:
     """Singular values of W_Q^h W_K^h^T for per-head projections (..., d, d_head)."""
+    import torch
+
     return singular_values(w_q.to(torch.float64) @ w_k.to(torch.float64).transpose(-1, -2))
 
 
@@ -201,6 +229,8 @@ def outlier_share(patch_norms: np.ndarray, threshold: float) -> float:
 
 def cosine_to(hidden: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
     """cos(h_position, h_t) for every token t (the position itself included): (..., T)."""
+    import torch
+
     unit = torch.nn.functional.normalize(hidden.to(torch.float64), dim=-1)
     anchor = unit.gather(-2, position[..., None, None].expand(*unit.shape[:-2], 1, unit.shape[-1]))
     return (unit * anchor).sum(-1)
@@ -208,6 +238,8 @@ def cosine_to(hidden: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
 
 def token_similarity(hidden: torch.Tensor) -> torch.Tensor:
     """Mean pairwise cosine similarity of distinct tokens; hidden (..., T, d), float32 or wider."""
+    import torch
+
     unit = torch.nn.functional.normalize(
         hidden.to(torch.promote_types(hidden.dtype, torch.float32)), dim=-1
     )
@@ -218,4 +250,6 @@ def token_similarity(hidden: torch.Tensor) -> torch.Tensor:
 
 def attention_entropy(attn: torch.Tensor) -> torch.Tensor:
     """Mean over queries of the entropy (nats) of each attention row: (...)."""
+    import torch
+
     return -torch.special.xlogy(attn, attn).sum(-1).mean(-1)
