@@ -299,8 +299,12 @@ def _u9_heads(models, paper_like: bool, n_images: int = 24, nop: bool = True):
     return heads
 
 
-def _u9_tables(tmp_path, seeds, paper_like, scale=LARGE, nop=True):
+def _u9_tables(tmp_path, seeds, paper_like, scale=LARGE, nop=True, edit=None):
+    """U9's tables, written and read back; `edit` may change the heads tables first."""
     models = _u9_models(seeds)
+    heads = _u9_heads(models, paper_like, nop=nop)
+    if edit is not None:
+        edit(heads)
     settings = {
         "models": models,
         "variants": VARIANTS[:3],
@@ -308,7 +312,7 @@ def _u9_tables(tmp_path, seeds, paper_like, scale=LARGE, nop=True):
         "batch_size": 512,
     }
     inputs = {
-        "heads": _write(tmp_path, "heads", _u9_heads(models, paper_like, nop=nop)),
+        "heads": _write(tmp_path, "heads", heads),
         "manifests": _manifests(tmp_path, dict.fromkeys(models, scale)),
     }
     return _round_trip(tmp_path, "U9", u9.tables(inputs, settings))
@@ -438,21 +442,11 @@ def test_rate_ratio_known_answers():
 
 
 def test_u9_without_broadcast_events_on_the_register_variant(tmp_path):
-    models = _u9_models((0,))
-    heads = _u9_heads(models, paper_like=True)
-    heads["vit-registers-s0"] = _heads([[(0, NOP)], []])
-    settings = {
-        "models": models,
-        "variants": VARIANTS[:3],
-        "first_counted_layer": 1,
-        "batch_size": 512,
-    }
-    inputs = {
-        "heads": _write(tmp_path, "heads", heads),
-        "manifests": _manifests(tmp_path, dict.fromkeys(models, LARGE)),
-    }
-    found = u9.tables(inputs, settings)
-    claims = u9.claims(_round_trip(tmp_path, "U9", found), {"claim_model": "m", "scale": "t"})
+    def no_broadcast(heads):
+        heads["vit-registers-s0"] = _heads([[(0, NOP)], []])
+
+    found = _u9_tables(tmp_path, (0,), paper_like=True, edit=no_broadcast)
+    claims = u9.claims(found, {"claim_model": "m", "scale": "t"})
     share = claims["U9.registers_take_broadcast"]
     assert np.isnan(share.value) and share.interval.n == 0
     assert share.note == "0 of 0 Broadcast events of the register variant sit on registers"
