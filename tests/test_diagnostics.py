@@ -648,6 +648,69 @@ def test_d1_middle_layers_mostly_nonpositive(tmp_path):
     assert scorecard_verdict("D1.middle_layers_nonpositive", claims) == INCONCLUSIVE
 
 
+LLM_CLAIMS = {
+    u3: ["U3.llm.cls_early_patch_deep"],
+    u4: ["U4.llm.specialised_heads", "U4.llm.neighbours_do_not"],
+    u5: [
+        "U5.llm.nop_early_broadcast_deep",
+        "U5.llm.events_per_window",
+        "U5.llm.nop_per_window",
+        "U5.llm.broadcast_per_window",
+    ],
+    u7: ["U7.llm.sink_heads", "U7.llm.qk_peak_sink_heads", "U7.llm.massive_activation"],
+}
+
+
+@pytest.mark.parametrize("exhibit", list(LLM_CLAIMS))
+def test_the_vit_claims_are_measured_on_the_llm_too_as_extensions(tmp_path, exhibit):
+    # the ViT "m" and the LLM "lm" have the same events, the LLM over 12 text windows: the LLM's
+    # claims are the ViT's, bootstrapped over the windows and with rates per window
+    sinks = {(1, 0): (0, "NOP"), (5, 0): (7, "Broadcast"), (5, 1): (3, "NOP")}
+    vit = heads_table(n_samples=12, n_layers=6, sinks=sinks, inputs={(5, 1): 6})
+    qk = pd.DataFrame({"layer": np.repeat(range(6), 2), "head": [0, 1] * 6})
+    qk["spectral_peak"] = np.where(qk.head == 0, 5.0, 1.0)
+    extracted = {"heads": {"m": vit, "lm": vit}, "qk": {"m": qk, "lm": qk}}
+    if exhibit is not u7:
+        extracted.pop("qk")
+    settings = settings_for("m", "lm", min_event_rate=0.5)
+    _, claims = run(
+        exhibit, tmp_path, extracted, settings, extension_model="lm", min_event_rate=0.5
+    )
+    llm = {name: found for name, found in claims.items() if ".llm." in name}
+    assert sorted(llm) == sorted(LLM_CLAIMS[exhibit])
+    for name, found in llm.items():
+        vit_name = name.replace(".llm.", ".").replace("_per_window", "_per_image")
+        assert found.model == "lm" and claims[vit_name].model == "m"
+        assert found.value == claims[vit_name].value or np.isnan(found.value), name
+        assert found.interval.n == 12 and found.interval.basis.endswith("text windows"), name
+        assert "images" not in found.note, (name, found.note)
+        assert name in CONTROLS or find_claim(name)["kind"] == "extension"
+    # an extension model that is not in the run: the ViT's claims only
+    _, claims = run(exhibit, tmp_path, extracted, settings, extension_model="x", min_event_rate=0.5)
+    assert claims and not any(".llm." in name for name in claims)
+
+
+def test_an_llm_without_sinks_leaves_its_extensions_inconclusive(tmp_path):
+    # the ViT sinks; the LLM has one sink event over 40 text windows: its controls (the paper's
+    # rate per window) fail and its U3 / U5 claims are inconclusive, the ViT's are judged
+    sinks = {(1, 0): (0, "NOP"), (5, 1): (3, "NOP"), (5, 0): (7, "Broadcast")}
+    vit = heads_table(n_samples=40, n_layers=6, sinks=sinks)
+    lm = heads_table(n_samples=40, n_layers=6, sinks={(5, 1): (3, "NOP")}, inputs={(5, 1): 1})
+    extracted = {"heads": {"m": vit, "lm": lm}}
+    settings = settings_for("m", "lm")
+    claims = {}  # U3's control is measured by U5
+    for exhibit in (u3, u5):
+        claims |= run(exhibit, tmp_path, extracted, settings, extension_model="lm")[1]
+    for name in ("U3.{}cls_early_patch_deep", "U5.{}nop_early_broadcast_deep"):
+        assert scorecard_verdict(name.format(""), claims) == scorecard.REPLICATED
+        assert scorecard_verdict(name.format("llm."), claims) == INCONCLUSIVE
+    rate = claims["U5.llm.events_per_window"]
+    assert rate.value == pytest.approx(1 / 40) and rate.note == (
+        "1 counted sink events over 40 text windows"
+    )
+    assert verdict("U5.llm.events_per_window", rate, CONTROLS) is False
+
+
 @pytest.mark.parametrize("exhibit", [s2, u3, u4, u5, u6, u7])
 def test_a_claim_model_absent_from_the_run_is_not_measured(tmp_path, exhibit):
     qk = pd.DataFrame({"layer": [0, 0, 1, 1, 2, 2], "head": [0, 1] * 3, "spectral_peak": 1.0})

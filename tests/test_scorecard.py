@@ -89,7 +89,7 @@ def _claim_rows(text: str) -> dict[str, list[tuple[str, list[str]]]]:
         heading = re.match(r"^#### ([USD]\d)\b", line)
         if heading:
             exhibit = heading.group(1)
-        row = re.match(r"^\| `([USD]\d\.\w+)` \|", line)
+        row = re.match(r"^\| `([USD]\d\.[\w.]+)` \|", line)
         if row:
             cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
             rows.setdefault(row.group(1), []).append((exhibit, cells))
@@ -323,8 +323,11 @@ def _control(**check):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"kind": None}, "U1.a: `kind` must be one of replication, check, not None"),
-        ({"kind": "finding"}, "U1.a: `kind` must be one of replication, check, not 'finding'"),
+        ({"kind": None}, "U1.a: `kind` must be one of replication, check, extension, not None"),
+        (
+            {"kind": "finding"},
+            "U1.a: `kind` must be one of replication, check, extension, not 'finding'",
+        ),
         ({"why": None}, "U1.a: `why` is missing or empty"),
         ({"why": "  "}, "U1.a: `why` is missing or empty"),
         ({"check": {"kind": "greater_than", "value": 1}}, "U1.a: `check` needs exactly one"),
@@ -377,43 +380,58 @@ HAND_BUILT = [
         },
         preconditions=None,
     ),
+    entry(
+        id="U1.llm.e",
+        kind="extension",
+        why="the paper's claim on an LLM, which may not show it",
+        check={"kind": "greater_than", "value": 1, "chosen": "as U1.a"},
+        preconditions=None,
+    ),
 ]
 
 
 @pytest.fixture
 def hand_built(tmp_path, monkeypatch):
     """The scorecard of HAND_BUILT: U1.a replicated (control met), U1.b not replicated, S1.c
-    replicated."""
+    replicated, the extension U1.llm.e not replicated."""
     monkeypatch.setattr(scorecard, "load_claims", lambda: copy.deepcopy(HAND_BUILT))
-    measured = {"U1.a": 3.0, "U1.control": 2, "U1.b": 1.0, "S1.c": 0.8296}
+    measured = {"U1.a": 3.0, "U1.control": 2, "U1.b": 1.0, "S1.c": 0.8296, "U1.llm.e": 0.5}
     path = _claims_file(tmp_path, {k: record(v) for k, v in measured.items()})
     return build_scorecard([path], "default")
 
 
 def test_the_scorecard_keeps_each_claims_kind_why_and_threshold_source(hand_built):
     card = hand_built.set_index("claim_id")
-    assert list(card.verdict) == [REPLICATED, NOT_REPLICATED, REPLICATED]
-    assert list(card.kind) == ["replication", "replication", "check"]
+    assert list(card.verdict) == [REPLICATED, NOT_REPLICATED, REPLICATED, NOT_REPLICATED]
+    assert list(card.kind) == ["replication", "replication", "check", "extension"]
     assert card.loc["S1.c", "why"] == "closed form of the pipeline's own toy"
     assert list(card.threshold_source) == [
         "Unifying View, Table 1",
         "chosen: 0 separates the signs",
         "StreamingLLM, Sec. 3",
+        "chosen: as U1.a",
     ]
 
 
-def test_markdown_counts_replications_and_lists_checks_apart(hand_built):
+def test_markdown_counts_replications_and_lists_extensions_and_checks_apart(hand_built):
     markdown = to_markdown(hand_built)
     counts = ", 0 inconclusive at this scale, 0 not run."
     papers, thresholds = markdown.split("\n## Thresholds and controls\n")
     head, unifying, streaming, diagonal = papers.split("\n## ")
     assert "\n2 replications: 1 replicated, 1 not replicated" + counts in head
     assert "\n1 check, listed apart (their outcome follows from the pipeline's own" in head
+    extension = "\n1 extension, the papers' claims measured beyond their setting (the Unifying "
+    extension += "View's ViT diagnostics on an LLM), counted apart: 0 replicated, 1 not"
+    assert extension in head
     assert "re-run snippet): 1 replicated, 0 not replicated" + counts in head
     assert "2 replications: 1 replicated, 1 not replicated" + counts in unifying
     assert "### Checks" not in unifying
+    replications, extensions = unifying.split("### Extensions (U)")
+    assert "U1.llm.e" not in replications and "| U1 | U1.llm.e | a is large |" in extensions
+    assert "1 extension: 0 replicated, 1 not replicated" + counts in extensions
     assert "| U1 | U1.b | a is large | 2 | < 0 | chosen: 0 separates the signs |" in unifying
     assert "0 replications: 0 replicated, 0 not replicated" + counts in streaming
+    assert "### Extensions" not in streaming
     replications, checks = streaming.split("### Checks (S)")
     assert "S1.c" not in replications
     assert "1 check: 1 replicated, 0 not replicated" + counts in checks
@@ -432,31 +450,35 @@ def test_threshold_table_has_a_row_per_check_with_its_source():
         "| U1.a | replication | the run has events | `U1.control` >= 1 | chosen: one event |\n"
         "| U1.b | replication | (the claim) | `U1.b` < 0 | chosen: 0 separates the signs |\n"
         "| S1.c | check | (the claim) | `S1.c` 0.83 to 2 decimals | StreamingLLM, Sec. 3 |\n"
+        "| U1.llm.e | extension | (the claim) | `U1.llm.e` > 1 | chosen: as U1.a |\n"
     )
     with pytest.raises(ValueError, match="U1.a: `why` is missing"):
         threshold_table([entry(why="")])
 
 
-def test_forest_plot_colours_replications_and_draws_checks_apart_in_grey(hand_built):
+def test_forest_plot_colours_replications_and_draws_extensions_and_checks_apart(hand_built):
     from matplotlib.colors import to_hex
 
     fig = scorecard.figure(hand_built)
     ax = fig.axes[0]
     labels = [tick.get_text() for tick in ax.get_yticklabels()]
-    assert [label.split()[0] for label in labels] == ["U1.a", "U1.b", "S1.c"]
-    assert labels[2].endswith("check") and not labels[0].endswith("check")
-    colours = {
-        int(line.get_ydata()[0]): to_hex(line.get_color())
+    assert [label.split()[0] for label in labels] == ["U1.a", "U1.b", "U1.llm.e", "S1.c"]
+    assert labels[3].endswith("check") and labels[2].endswith("extension")
+    assert not labels[0].endswith(("check", "extension"))
+    markers = {
+        int(line.get_ydata()[0]): (line.get_marker(), to_hex(line.get_color()))
         for line in ax.lines
-        if line.get_marker() == "o"
+        if line.get_marker() in ("o", "s")
     }
-    assert colours == {
-        0: scorecard.VERDICT_COLOURS[REPLICATED],
-        1: scorecard.VERDICT_COLOURS[NOT_REPLICATED],
-        2: CHECK_COLOUR,
+    assert markers == {
+        0: ("o", scorecard.VERDICT_COLOURS[REPLICATED]),
+        1: ("o", scorecard.VERDICT_COLOURS[NOT_REPLICATED]),
+        2: ("s", scorecard.VERDICT_COLOURS[NOT_REPLICATED]),
+        3: ("o", CHECK_COLOUR),
     }
     title = fig._suptitle.get_text()
     assert "2 replications: 1 replicated, 1 not replicated" in title
+    assert "1 extension (squares): 0 replicated, 1 not replicated" in title
     assert title.endswith("drawn apart in grey: 1")
 
 

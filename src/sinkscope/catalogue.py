@@ -12,8 +12,10 @@ from typing import Any
 import yaml
 
 # `replication`: a finding of the papers that the run could fail to show; `check`: its outcome
-# follows from the pipeline's own construction, algebra or a re-run snippet
-KINDS = ("replication", "check")
+# follows from the pipeline's own construction, algebra or a re-run snippet; `extension`: a
+# paper's claim measured beyond the paper's own setting (its ViT diagnostics on an LLM), which
+# the run could fail to show as well, counted apart from the replications of the paper
+KINDS = ("replication", "check", "extension")
 THRESHOLD_KEYS = ("source", "chosen")  # where a threshold comes from: the paper, or a reason
 
 

@@ -184,9 +184,10 @@ def over_inputs(
     return statistic(*arrays), bootstrap(statistic, *arrays, unit=unit)
 
 
-def per_image(n_events: int, n_images: int) -> tuple[float, Interval]:
-    """U5, U6: sink events per image and the exact Poisson interval of that rate."""
-    return n_events / n_images, event_rate(n_events, n_images, "images")
+def per_input(n_events: int, n_inputs: int, unit: str) -> tuple[float, Interval]:
+    """U5, U6: sink events per input (image, text window) and the exact Poisson interval of that
+    rate."""
+    return n_events / n_inputs, event_rate(n_events, n_inputs, unit)
 
 
 def mechanism(

@@ -6,9 +6,10 @@ Every measured value comes with its 95 % interval (`sinkscope.stats`). Verdicts:
 does not clearly show the phenomenon: one of the claim's `preconditions` in the catalogue fails,
 straddles or was not measured; the note gives the measured values) and `not run` (no
 measurement at this scale; the note gives the reason). Each claim is of a kind
-(`sinkscope.catalogue`): a `replication`, which the run could fail to show, or a `check`, whose
-outcome follows from the pipeline's own construction; the counts of replications lead, and the
-checks are listed and drawn apart.
+(`sinkscope.catalogue`): a `replication`, which the run could fail to show, an `extension` (a
+paper's claim measured beyond its setting, e.g. its ViT diagnostics on an LLM), or a `check`,
+whose outcome follows from the pipeline's own construction; the counts of replications lead, and
+the extensions and checks are counted, listed and drawn apart.
 """
 
 from __future__ import annotations
@@ -189,11 +190,13 @@ def _counts(card: pd.DataFrame) -> str:
 
 
 def _tally(card: pd.DataFrame, kind: str) -> str:
-    """`N replications` or `N checks` (singular for one)."""
+    """`N replications`, `N checks` or `N extensions` (singular for one)."""
     return f"{len(card)} {kind}" + ("" if len(card) == 1 else "s")
 
 
-REPLICATION, CHECK = KINDS
+REPLICATION, CHECK, EXTENSION = KINDS
+EXTENSIONS_SAY = "the papers' claims measured beyond their setting (the Unifying View's ViT "
+EXTENSIONS_SAY += "diagnostics on an LLM), counted apart"
 MARKDOWN = [
     "exhibit", "claim_id", "claim", "paper", "check", "threshold_source", "measured", "model",
     "verdict", "note",
@@ -214,26 +217,33 @@ def _table(part: pd.DataFrame, columns: list[str]) -> str:
 
 
 def to_markdown(card: pd.DataFrame) -> str:
-    """The scorecard as Markdown: the counts of the replications' verdicts (the checks' apart),
-    then per paper its replications (counts and table) and its checks (counts, table and why
-    each is a check), and last every threshold of the catalogue with its source or reason."""
+    """The scorecard as Markdown: the counts of the replications' verdicts (the extensions' and
+    the checks' apart), then per paper its replications (counts and table), its extensions and
+    its checks (counts, table and why each is a check), and last every threshold of the
+    catalogue with its source or reason."""
     sections = []
     for prefix, paper in PAPERS.items():
         part = card[card.exhibit.str.startswith(prefix)]
         replications, checks = part[part.kind == REPLICATION], part[part.kind == CHECK]
+        extensions = part[part.kind == EXTENSION]
         section = f"## {paper} ({prefix})\n\n{_tally(replications, REPLICATION)}: "
         section += f"{_counts(replications)}.\n"
         if len(replications):
             section += "\n" + _table(replications, MARKDOWN)
+        if len(extensions):
+            section += f"\n### Extensions ({prefix})\n\n{_tally(extensions, EXTENSION)}: "
+            section += f"{_counts(extensions)}.\n\n" + _table(extensions, MARKDOWN)
         if len(checks):
             heading = f"\n### Checks ({prefix})\n\n{_tally(checks, CHECK)}: {_counts(checks)}.\n\n"
             section += heading + _table(checks, MARKDOWN_CHECKS)
         sections.append(section)
     scale = card.scale.iloc[0] if len(card) else ""
     replications, checks = card[card.kind == REPLICATION], card[card.kind == CHECK]
+    extensions = card[card.kind == EXTENSION]
     return (
         f"# Replication scorecard ({scale} scale)\n\n"
         f"{_tally(replications, REPLICATION)}: {_counts(replications)}.\n\n"
+        f"{_tally(extensions, EXTENSION)}, {EXTENSIONS_SAY}: {_counts(extensions)}.\n\n"
         f"{_tally(checks, CHECK)}, listed apart (their outcome follows from the pipeline's own "
         f"construction, algebra or a re-run snippet): {_counts(checks)}.\n\n"
         + "\n".join(sections)
@@ -270,14 +280,15 @@ def _scaled(check: dict[str, Any], row: Any) -> tuple[float, float, tuple[float,
 def figure(card: pd.DataFrame):
     """The forest plot of the scorecard: each claim's value and 95 % interval, in units of its
     threshold (0 = the check's threshold or the paper's value), against the range its check
-    accepts (shaded). The replications come first, grouped by paper and coloured by verdict;
-    the checks follow in a block of their own, in grey. The title counts replications only."""
+    accepts (shaded). The replications come first, grouped by paper and coloured by verdict; the
+    extensions follow in a block of their own (square markers, coloured by verdict), then the
+    checks, in grey. The title counts replications first, the others apart."""
     from matplotlib.lines import Line2D
 
     from . import plotting
 
     checks = {claim["id"]: claim["check"] for claim in load_claims()}
-    ordered = pd.concat([card[card.kind == REPLICATION], card[card.kind == CHECK]])
+    ordered = pd.concat([card[card.kind == kind] for kind in (REPLICATION, EXTENSION, CHECK)])
     fig, ax = plotting.figure(width=8.5, height=0.22 * len(ordered) + 1.8)
     labels = []
     for y, row in enumerate(ordered.itertuples(index=False)):
@@ -292,18 +303,20 @@ def figure(card: pd.DataFrame):
             x, low, high = ((float(v) - reference) / unit for v in (row.value, row.low, row.high))
             ax.hlines(y, max(low, -CLIP), min(high, CLIP), color=colour, lw=1.6)
             face = "white" if is_check else colour
-            ax.plot(np.clip(x, -CLIP, CLIP), y, "o", color=colour, mfc=face, ms=4)
+            marker = "s" if row.kind == EXTENSION else "o"
+            ax.plot(np.clip(x, -CLIP, CLIP), y, marker, color=colour, mfc=face, ms=4)
             for end, marker in ((low, "<"), (high, ">")):
                 if abs(end) > CLIP:
                     ax.plot(np.sign(end) * CLIP, y, marker, color=colour, ms=4)
-        labels.append(f"{row.claim_id}  [{row.check}]" + ("  check" if is_check else ""))
+        kind = "" if row.kind == REPLICATION else f"  {row.kind}"
+        labels.append(f"{row.claim_id}  [{row.check}]{kind}")
     blocks = ordered.kind + " " + ordered.exhibit.str[0]
     starts = np.flatnonzero(blocks.ne(blocks.shift()))
     for y in starts:
         row = ordered.iloc[y]
-        paper = PAPERS[row.exhibit[0]] + (": checks" if row.kind == CHECK else "")
-        first_check = row.kind == CHECK and (y == 0 or ordered.kind.iloc[y - 1] != CHECK)
-        ax.axhline(y - 0.5, color="black", lw=1.6 if first_check else 0.6)
+        paper = PAPERS[row.exhibit[0]] + ("" if row.kind == REPLICATION else f": {row.kind}s")
+        new_kind = y == 0 or ordered.kind.iloc[y - 1] != row.kind
+        ax.axhline(y - 0.5, color="black", lw=1.6 if new_kind and y else 0.6)
         ax.text(CLIP, y - 0.3, paper, ha="right", va="top", fontsize=8, weight="bold")
     ax.axvline(0, color="black", lw=0.8, ls=":")
     ax.set_xscale("symlog", linthresh=1.0)
@@ -314,16 +327,19 @@ def figure(card: pd.DataFrame):
         Line2D([], [], color=colour, marker="o", lw=1.6, label=verdict)
         for verdict, colour in VERDICT_COLOURS.items()
     ]
-    handles.append(
-        Line2D([], [], color=CHECK_COLOUR, marker="o", mfc="white", lw=1.6, label="check")
-    )
+    handles += [
+        Line2D([], [], color="black", marker="s", lw=0, label="extension (marker)"),
+        Line2D([], [], color=CHECK_COLOUR, marker="o", mfc="white", lw=1.6, label="check"),
+    ]
     handles.append(Line2D([], [], color="#e8f3ee", lw=8, label="accepted by the check"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=6, fontsize=7, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=7, frameon=False)
     scale = card.scale.iloc[0] if len(card) else ""
     replications, checked = card[card.kind == REPLICATION], card[card.kind == CHECK]
+    extensions = card[card.kind == EXTENSION]
     fig.suptitle(
         f"replication scorecard, {scale} scale\n"
         f"{_tally(replications, REPLICATION)}: {_counts(replications)}\n"
+        f"{_tally(extensions, EXTENSION)} (squares): {_counts(extensions)}\n"
         f"checks of the pipeline's own construction, drawn apart in grey: {len(checked)}"
     )
     return fig

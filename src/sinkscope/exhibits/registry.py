@@ -150,11 +150,13 @@ def _diagnostics(
     modality: str | None = None,
     registers: bool = False,
     events: bool = False,
+    extends: bool = False,
     table_settings: dict[str, Setting] | None = None,
     claim_settings: dict[str, Setting] | None = None,
 ) -> Exhibit:
     """A diagnostics exhibit; `events`: its tables count sink events (they read each model's
-    registers and the first counted layer)."""
+    registers and the first counted layer); `extends`: its claims on the image claim model are
+    measured on the text claim model too (`exhibits.TARGETS`)."""
 
     def models(plan: Plan) -> list[str]:
         return plan.models_of(modality, registers)
@@ -190,7 +192,11 @@ def _diagnostics(
             ),
             **(table_settings or {}),
         },
-        claim_settings={"claim_model": key, **(claim_settings or {})},
+        claim_settings={
+            "claim_model": key,
+            **({"extension_model": "diagnostics.claim_models.text"} if extends else {}),
+            **(claim_settings or {}),
+        },
         mem_mb=4000,
         unavailable=lambda plan: None if models(plan) else f"no {which} at this scale",
         unclaimed=unclaimed,
@@ -314,14 +320,16 @@ EXHIBITS: dict[str, Exhibit] = {
             ("table", "per_input"),
             ("heads",),
             events=True,
+            extends=True,
         ),
-        _diagnostics("U4", "head specialization", ("table", "per_input"), ("heads",)),
+        _diagnostics("U4", "head specialization", ("table", "per_input"), ("heads",), extends=True),
         _diagnostics(
             "U5",
             "dual regimes of sink events",
             ("table", "counts", "per_input"),
             ("heads",),
             events=True,
+            extends=True,
         ),
         _diagnostics(
             "U6",
@@ -336,6 +344,7 @@ EXHIBITS: dict[str, Exhibit] = {
             "mechanism signatures",
             ("table", "per_input"),
             ("heads", "qk"),
+            extends=True,
             table_settings={
                 "first_counted_layer": "diagnostics.first_counted_layer",
                 "min_event_rate": "diagnostics.intervention.min_event_rate",

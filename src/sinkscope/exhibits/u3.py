@@ -2,7 +2,9 @@
 on the first token (BOS / CLS), a register or another token, and the events per input; per
 (input, layer), the events on each location. The claim: the most frequent location (the largest
 mean over the third's layers of the share of the layer's events) is the first token in the early
-third of the layers and another token in the deep third, bootstrapped over the inputs."""
+third of the layers and another token in the deep third, bootstrapped over the inputs. Measured
+on the claim model (a ViT, the paper's setting) and on the extension model (an LLM, whose first
+token is BOS or the text's first token)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pandas as pd
 
 from .. import diagnostics as dx
 from . import Measured, read_tables, stack
+from .targets import ClaimTarget, on_targets
 
 SHARES = {
     "share_first": "first token (BOS/CLS)",
@@ -49,11 +52,12 @@ def modes(counts: np.ndarray, early: np.ndarray, deep: np.ndarray) -> tuple[int,
     return found[0], found[1]
 
 
-def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    model = settings["claim_model"]
+def measure(
+    tables: dict[str, pd.DataFrame], model: str, target: ClaimTarget
+) -> dict[str, Measured]:
     per_input = tables["per_input"][tables["per_input"].model == model]
     if per_input.empty:
-        return {}  # the claim model is not in this run: its claims are not measured
+        return {}  # the model is not in this run: its claims are not measured
     counts = dx.grid(per_input, ["sample", "layer"], dx.LOCATIONS)  # (inputs, layers, locations)
     layer = pd.Series(np.arange(counts.shape[1]))
     early, deep = (layer[dx.third(layer, which)].to_numpy() for which in (0, 2))
@@ -62,7 +66,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     def pattern(sample: np.ndarray) -> bool:
         return modes(sample, early, deep) == (first, other)
 
-    holds, interval = dx.over_inputs(pattern, counts, unit="images")
+    holds, interval = dx.over_inputs(pattern, counts, unit=target.unit)
     parts = []
     for name, layers in (("early", early), ("deep", deep)):
         shares = third_shares(counts, layers)
@@ -77,8 +81,13 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
             top = int(np.argmax(shares))
             where = f"most frequent location {dx.LOCATIONS[top]}"
             parts.append(f"{span}: {where} (mean share over its layers {shares[top]:.2f})")
-    note = "; ".join(parts) + f"; {len(counts)} images"
-    return {"U3.cls_early_patch_deep": Measured(bool(holds), model, note, interval)}
+    note = "; ".join(parts) + f"; {len(counts)} {target.unit}"
+    return {"cls_early_patch_deep": Measured(bool(holds), model, note, interval)}
+
+
+def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
+    """On the claim model (a ViT) and on the extension model (an LLM: `U3.llm.*`)."""
+    return on_targets("U3", measure, tables, settings)
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

@@ -2,7 +2,7 @@
 (relaxed and strict rules), and per (input, layer, head) the relaxed event flag. The claims, over
 the heads of layers >= 1 and bootstrapped over the inputs (the head is chosen again in each
 resample): the highest relaxed rate of a head, and the mean rate of the other heads of its
-layer."""
+layer; on the claim model (a ViT) and on the extension model (an LLM)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pandas as pd
 from .. import diagnostics as dx
 from ..stats import undecided
 from . import Measured, read_tables, stack
+from .targets import ClaimTarget, on_targets
 
 FIRST_LAYER = 1  # the claims look at the heads of layers >= 1
 
@@ -50,23 +51,24 @@ def neighbours_rate(events: np.ndarray) -> float:
     return float(others.mean()) if len(others) else float("nan")
 
 
-def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    model = settings["claim_model"]
+def measure(
+    tables: dict[str, pd.DataFrame], model: str, target: ClaimTarget
+) -> dict[str, Measured]:
     if model not in set(tables["table"].model):
-        return {}  # the claim model is not in this run: its claims are not measured
+        return {}  # the model is not in this run: its claims are not measured
     per_input = tables["per_input"][tables["per_input"].model == model]
     if per_input.empty:
         note = f"no heads in layers >= {FIRST_LAYER}"
-        nothing = Measured(float("nan"), model, note, undecided(0, "bootstrap over images"))
-        return dict.fromkeys(("U4.specialised_heads", "U4.neighbours_do_not"), nothing)
+        nothing = Measured(float("nan"), model, note, undecided(0, f"bootstrap over {target.unit}"))
+        return dict.fromkeys(("specialised_heads", "neighbours_do_not"), nothing)
     events = dx.grid(per_input, ["sample", "layer", "head"], "event_relaxed").astype(float)
     layers = np.sort(per_input.layer.unique())
-    highest, interval = dx.over_inputs(highest_rate, events, unit="images")
-    neighbours, neighbours_interval = dx.over_inputs(neighbours_rate, events, unit="images")
+    highest, interval = dx.over_inputs(highest_rate, events, unit=target.unit)
+    neighbours, neighbours_interval = dx.over_inputs(neighbours_rate, events, unit=target.unit)
     found = rates(events)
     layer, head = best_head(events)
     where = f"layer {layers[layer]}, head {head}"
-    best = f"{where}: a sink event on {found[layer, head]:.1f} % of {len(events)} images"
+    best = f"{where}: a sink event on {found[layer, head]:.1f} % of {len(events)} {target.unit}"
     others = np.delete(found[layer], head)
     neighbour_note = (
         f"; the other {len(others)} heads of layer {layers[layer]}: mean {others.mean():.1f} %, "
@@ -75,11 +77,16 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         else f"; layer {layers[layer]} has no other head"
     )
     return {
-        "U4.specialised_heads": Measured(float(highest), model, best, interval),
-        "U4.neighbours_do_not": Measured(
+        "specialised_heads": Measured(float(highest), model, best, interval),
+        "neighbours_do_not": Measured(
             float(neighbours), model, best + neighbour_note, neighbours_interval
         ),
     }
+
+
+def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
+    """On the claim model (a ViT) and on the extension model (an LLM: `U4.llm.*`)."""
+    return on_targets("U4", measure, tables, settings)
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

@@ -4,7 +4,8 @@ class. The claim, bootstrapped over the inputs: the NOP share of the events is h
 early and middle thirds than in the deep third, and the Broadcast share higher in the deep
 third; measured as the smaller of the two differences (positive when both hold). Beside it, the
 rates its controls and those of U3 and U4 read: counted sink events per image, all of them, NOP
-and Broadcast, each with its exact Poisson interval."""
+and Broadcast, each with its exact Poisson interval. Measured on the claim model (a ViT) and on
+the extension model (an LLM)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pandas as pd
 
 from .. import diagnostics as dx
 from . import Measured, read_tables, stack
+from .targets import ClaimTarget, on_targets
 
 NOP, BROADCAST = dx.CLASSES.index("NOP"), dx.CLASSES.index("Broadcast")
 
@@ -52,15 +54,16 @@ def both(counts: np.ndarray) -> float:
     return float(np.min(differences(counts)))  # NaN when a depth has no events
 
 
-def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    model = settings["claim_model"]
+def measure(
+    tables: dict[str, pd.DataFrame], model: str, target: ClaimTarget
+) -> dict[str, Measured]:
     per_input = tables["per_input"][tables["per_input"].model == model]
     if per_input.empty:
-        return {}  # the claim model is not in this run: its claims are not measured
-    counts = by_depth(per_input)  # (images, depth, class)
-    value, interval = dx.over_inputs(both, counts, unit="images")
+        return {}  # the model is not in this run: its claims are not measured
+    counts = by_depth(per_input)  # (inputs, depth, class)
+    value, interval = dx.over_inputs(both, counts, unit=target.unit)
     shallow, deep = counts.sum((0, 2))
-    events = f"{shallow} early+middle and {deep} deep events over {len(counts)} images"
+    events = f"{shallow} early+middle and {deep} deep events over {len(counts)} {target.unit}"
     if shallow and deep:
         found, (nop, broadcast) = shares(counts), differences(counts)
         note = (
@@ -72,15 +75,23 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         note = f"{events}: a depth without events has no class shares"
 
     def rate(n_events: int, what: str) -> Measured:
-        value, interval = dx.per_image(int(n_events), len(counts))
-        return Measured(value, model, f"{n_events} {what} over {len(counts)} images", interval)
+        value, interval = dx.per_input(int(n_events), len(counts), target.unit)
+        note = f"{n_events} {what} over {len(counts)} {target.unit}"
+        return Measured(value, model, note, interval)
 
+    per = target.per
     return {
-        "U5.nop_early_broadcast_deep": Measured(float(value), model, note, interval),
-        "U5.events_per_image": rate(counts.sum(), "counted sink events"),
-        "U5.nop_per_image": rate(counts[..., NOP].sum(), "NOP sink events"),
-        "U5.broadcast_per_image": rate(counts[..., BROADCAST].sum(), "Broadcast sink events"),
+        "nop_early_broadcast_deep": Measured(float(value), model, note, interval),
+        f"events_per_{per}": rate(counts.sum(), "counted sink events"),
+        f"nop_per_{per}": rate(counts[..., NOP].sum(), "NOP sink events"),
+        f"broadcast_per_{per}": rate(counts[..., BROADCAST].sum(), "Broadcast sink events"),
     }
+
+
+def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
+    """On the claim model (a ViT) and on the extension model (an LLM: `U5.llm.*`, rates per text
+    window)."""
+    return on_targets("U5", measure, tables, settings)
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

@@ -40,7 +40,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     nop, interval = dx.over_inputs(nop_percent, counts, unit="images")
     n_events, n_images = int(counts.sum()), len(counts)
     note = f"{counts[:, NOP].sum()} NOP of {n_events} register sink events over {n_images} images"
-    rate, rate_interval = dx.per_image(n_events, n_images)
+    rate, rate_interval = dx.per_input(n_events, n_images, "images")
     return {
         "U6.registers_mostly_nop": Measured(nop, model, note, interval),
         "U6.register_events_per_image": Measured(rate, model, note, rate_interval),

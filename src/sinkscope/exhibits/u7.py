@@ -3,7 +3,8 @@ event on at least `min_event_rate` of the inputs), the spectral peak of its QK m
 massive activation at its sink, and per (input, layer, head) the event flag and the massive
 activation. The claims, bootstrapped over the inputs (which heads are sink heads, and their
 massive activations, are resampled; the QK spectra are weights): sink heads' median spectral
-peak minus the other heads', and the median over sink heads of their massive activation."""
+peak minus the other heads', and the median over sink heads of their massive activation; on the
+claim model (a ViT) and on the extension model (an LLM)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pandas as pd
 
 from .. import diagnostics as dx
 from . import Measured, read_tables, stack
+from .targets import ClaimTarget, on_targets
 
 SIGNATURES = {
     "spectral_peak": "QK spectral peak sigma1/sigma2",
@@ -31,10 +33,22 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    model, min_rate = settings["claim_model"], settings["min_event_rate"]
+    """On the claim model (a ViT) and on the extension model (an LLM: `U7.llm.*`)."""
+
+    def measure(tables: dict[str, pd.DataFrame], model: str, target: ClaimTarget):
+        return signatures(tables, model, target, settings["min_event_rate"])
+
+    return on_targets("U7", measure, tables, settings)
+
+
+def signatures(
+    tables: dict[str, pd.DataFrame], model: str, target: ClaimTarget, min_rate: float
+) -> dict[str, Measured]:
+    """The sink heads of `model`, their QK spectral peak against the other heads' and their
+    massive activation."""
     table = tables["table"][tables["table"].model == model]
     if table.empty:
-        return {}  # the claim model is not in this run: its claims are not measured
+        return {}  # the model is not in this run: its claims are not measured
     per_input = tables["per_input"][tables["per_input"].model == model]
     keys = ["sample", "layer", "head"]
     events = dx.grid(per_input, keys, "event_relaxed").astype(float)
@@ -59,14 +73,16 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         sink = sink_heads(flags)
         return float(np.median(np.median(norms[:, sink], axis=0))) if sink.any() else np.nan
 
-    n_sink, count_interval = dx.over_inputs(count, events, unit="images")
+    n_sink, count_interval = dx.over_inputs(count, events, unit=target.unit)
     # resamples without sink heads (or without other heads) compare nothing: left out, while the
     # control U7.sink_heads says whether every resample has sink heads
-    difference, peak_interval = dx.over_inputs(peak_difference, events, unit="images")
-    massive_value, massive_interval = dx.over_inputs(sink_massive, events, massive, unit="images")
+    difference, peak_interval = dx.over_inputs(peak_difference, events, unit=target.unit)
+    massive_value, massive_interval = dx.over_inputs(
+        sink_massive, events, massive, unit=target.unit
+    )
     sink = sink_heads(events)
     heads = f"{int(n_sink)} sink heads (event rate >= {min_rate:g}) of {len(sink)} heads"
-    heads += f" over {n_inputs} images"
+    heads += f" over {n_inputs} {target.unit}"
     if sink.any() and not sink.all():
         peak_note = (
             f"median QK spectral peak {np.median(peaks[sink]):.2f} over {sink.sum()} sink heads "
@@ -83,9 +99,9 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     else:
         massive_note = f"{heads}: no sink head"
     return {
-        "U7.sink_heads": Measured(int(n_sink), model, heads, count_interval),
-        "U7.qk_peak_sink_heads": Measured(difference, model, peak_note, peak_interval),
-        "U7.massive_activation": Measured(massive_value, model, massive_note, massive_interval),
+        "sink_heads": Measured(int(n_sink), model, heads, count_interval),
+        "qk_peak_sink_heads": Measured(difference, model, peak_note, peak_interval),
+        "massive_activation": Measured(massive_value, model, massive_note, massive_interval),
     }
 
 
