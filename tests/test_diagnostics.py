@@ -837,6 +837,20 @@ def test_u5_figure_of_six_models_is_two_rows_of_three(tmp_path):
     assert [ax.get_title() for ax in panels] == [f"{m} (8 events)" for m in models]
 
 
+@pytest.mark.parametrize("exhibit", [u3, u5])
+def test_a_model_without_sink_events_has_a_panel_that_says_so(tmp_path, exhibit):
+    sinks = {(1, 0): (0, "NOP"), (5, 1): (3, "Broadcast")}
+    extracted = {"heads": {"m": heads_table(n_layers=6, sinks=sinks), "n": heads_table(sinks={})}}
+    tables, _ = run(exhibit, tmp_path, extracted, settings_for("m", "n"))
+    fig = exhibit.figure(tables, {"scale": "test"})
+    drawn, empty = (ax for ax in fig.axes if ax.get_subplotspec() is not None)
+    assert empty.get_title() == "n" and drawn.get_title().startswith("m")
+    (said,) = empty.texts
+    assert said.get_text().replace("\n", " ").startswith("no counted sink events")
+    assert not empty.get_xticks().size and not empty.get_yticks().size
+    assert not drawn.texts and drawn.get_xticks().size
+
+
 def test_panels_keep_stacks_together_and_hide_the_rest():
     fig, stacks = plotting.panels(5, rows_per_panel=2)  # 3 + 2 panels, each a pair of axes
     assert len(stacks) == 5 and all(len(stack) == 2 for stack in stacks)

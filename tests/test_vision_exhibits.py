@@ -263,7 +263,37 @@ def _heads(per_image: list[list[tuple[int, tuple[float, float]]]]) -> pd.DataFra
         for head, (sink, (ratio, srank)) in enumerate(found, start=1):
             rows.append((sample, head, sink, True, ratio, srank))
     columns = ["sample", "head", "sink", "event_relaxed", "ratio_out", "srank"]
-    return pd.DataFrame(rows, columns=columns).assign(layer=1)
+    table = pd.DataFrame(rows, columns=columns).assign(layer=1)
+    return table.assign(ratio_head=table.ratio_out)  # the raw ratio: here the projected one
+
+
+def test_u9_counts_as_the_reference_code_does_beside_its_own_rule(tmp_path):
+    # image 0: a NOP on CLS (NOP-like by the raw ratio too) and an event whose raw ratio is
+    # broadcast-like but whose update has a stable rank of 3 (the pipeline's "other"); image 1:
+    # an event the pipeline calls Broadcast (projected ratio 0.6) whose raw ratio is between
+    rows = [
+        (0, 1, 0, True, 0.1, 0.1, 3.0),
+        (0, 2, 5, True, 0.9, 0.9, 3.0),
+        (1, 1, 5, True, 0.3, 0.6, 1.0),
+        (1, 2, 5, False, 0.1, 0.1, 1.0),
+        (
+            0,
+            1,
+            0,
+            True,
+            0.1,
+            0.1,
+            1.0,
+        ),  # layer 0 (below): left out as the reference leaves out block 0
+    ]
+    columns = ["sample", "head", "sink", "event_relaxed", "ratio_head", "ratio_out", "srank"]
+    heads = pd.DataFrame(rows, columns=columns).assign(layer=[1, 1, 1, 1, 0])
+    models = {"vit-baseline-s0": {"variant": "baseline", "seed": 0, "registers": 0}}
+    found = u9._reference_rule({"vit-baseline-s0": heads}, models, first_counted_layer=1)
+    row = found.iloc[0]
+    assert row["images"] == 2 and row["all_per_image"] == 1.5 and row["on_cls_per_image"] == 0.5
+    for column in ("NOP-like", "broadcast-like", "between", "pipeline_NOP", "pipeline_Broadcast"):
+        assert row[f"{column}_per_image"] == 0.5, column
 
 
 def _u9_models(seeds):
@@ -408,6 +438,13 @@ def test_u9_without_nop_events_has_an_exact_upper_bound(tmp_path):
     assert np.isnan(ratio.value) and "undefined (no baseline NOP event)" in ratio.note
     found, reason = judged("U9.gate_removes_nop", claims)
     assert found == INCONCLUSIVE and "(U9.baseline_nop_per_image > 0) undecided" in reason
+    # no variant with a NOP event: that panel says so, the others draw their bars
+    table = tables["table"].copy()
+    table.loc[table.sink_class == "NOP", ["mean", "std"]] = 0.0
+    nop, broadcast, _ = u9.figure({**tables, "table": table}, {"scale": "default"}).axes
+    said = nop.texts[0].get_text().replace("\n", " ")
+    assert nop.get_title() == "NOP" and said == "no NOP sink events in any variant"
+    assert not nop.patches and broadcast.patches and broadcast.get_legend() is not None
 
 
 def test_u9_below_the_literatures_scale_is_inconclusive(tmp_path):

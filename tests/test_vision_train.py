@@ -11,6 +11,7 @@ from sinkscope.data.inputs import batches, model_inputs
 from sinkscope.models import load_model
 from sinkscope.models.cache import write_cache
 from sinkscope.vision import augment, datasets, images, lejepa, stage
+from sinkscope.vision.models import build
 
 SETTINGS = {
     "variants": ["baseline", "registers", "gate", "gate-registers"],
@@ -40,6 +41,8 @@ SETTINGS = {
         "num_heads": 2,
         "mlp_ratio": 2.0,
         "registers": 2,
+        "layerscale_init": 1e-4,
+        "drop_path_rate": 0.5,  # high, so that the resumed run must draw the same masks
     },
     "views": {
         "global": 2,
@@ -157,6 +160,7 @@ def test_resume_gives_bit_identical_weights(table, tmp_path, monkeypatch):
         _train(table, tmp_path / "b.pt")
     monkeypatch.setattr(augment, "views", real_views)
     assert torch.load(tmp_path / "b.pt", weights_only=True)["step"] == 2
+    torch.manual_seed(12345)  # the process's generator (drop path draws from it) moved on
     resumed, resumed_curve = _train(table, tmp_path / "b.pt")
     for (name, p), q in zip(full.state_dict().items(), resumed.state_dict().values(), strict=True):
         assert torch.equal(p, q), name
@@ -164,6 +168,24 @@ def test_resume_gives_bit_identical_weights(table, tmp_path, monkeypatch):
     assert list(full_curve.step) == [2, 4, 6] and full_curve.notna().all().all()
     other, _ = _train(table, tmp_path / "c.pt", data_seed=11)
     assert not torch.equal(other.reg_token, full.reg_token)
+
+
+def test_layerscale_and_drop_path_as_the_reference_builds_them():
+    vit = stage.ViTConfig.of_variant("baseline", SETTINGS["arch"])
+    model = build(vit, seed=0)
+    for block in model.blocks:
+        for scale in (block.ls1, block.ls2):
+            assert torch.equal(scale.gamma.detach(), torch.full((16,), 1e-4))
+    rates = [getattr(block.drop_path1, "drop_prob", 0.0) for block in model.blocks]
+    assert rates == [0.0, 0.5]  # rising linearly from the first block to the last
+    pixels = torch.randn(3, 3, 16, 16)
+    model.eval()
+    assert torch.equal(model.embedding(pixels), model.embedding(pixels))  # no drop in eval
+    model.train()
+    torch.manual_seed(0)
+    first = model.forward_features(pixels)
+    torch.manual_seed(1)
+    assert not torch.equal(first, model.forward_features(pixels))
 
 
 def test_gradient_checkpointing_changes_no_weight(table, tmp_path):

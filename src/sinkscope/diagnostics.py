@@ -322,6 +322,10 @@ def regime_panels(found: pd.DataFrame, models: list[str]):
     fig, axes = plotting.panels(len(models))
     for ax, model in zip(axes, models, strict=True):
         part = found[found.model == model]
+        if part.empty:
+            ax.set_title(model)
+            plotting.say_empty(ax, "no counted sink events")
+            continue
         points = ax.scatter(part.ratio_out, part.srank, c=part.layer, s=8, cmap="plasma")
         ax.axvline(metrics.NOP_MAX_RATIO, color="grey", ls="--", lw=0.8)
         ax.axvline(metrics.BROADCAST_MIN_RATIO, color="grey", ls=":", lw=0.8)
@@ -333,6 +337,5 @@ def regime_panels(found: pd.DataFrame, models: list[str]):
             title=f"{model} ({len(part)} events)",
         )
         plotting.log_ticks(ax.xaxis)
-        if len(part):
-            fig.colorbar(points, ax=ax, label="layer")
+        fig.colorbar(points, ax=ax, label="layer")
     return fig

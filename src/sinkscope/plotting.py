@@ -58,6 +58,13 @@ def panels(n: int, width: float = 4.2, height: float = 3.4, rows_per_panel: int 
     return fig, [stack[0] if rows_per_panel == 1 else stack for stack in stacks[:n]]
 
 
+def say_empty(ax, text: str) -> None:
+    """A panel with nothing to draw (e.g. a model without sink events) says so in its middle,
+    without the arbitrary ticks of empty axes; its title stays."""
+    ax.set(xticks=[], yticks=[], xlabel="", ylabel="")
+    ax.text(0.5, 0.5, textwrap.fill(text, 28), transform=ax.transAxes, ha="center", va="center")
+
+
 class _LogLabels(Formatter):
     """Plain numbers (0.1, 1, 10) at the decades of a log axis, also at 2 and 5 times them on an
     axis of under two decades, and at every tick on an axis of under half a decade."""

@@ -466,7 +466,7 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="U9",
             title="ViT mitigations: sink classes and locations",
-            tables=("table", "events", "images", "models"),
+            tables=("table", "events", "images", "reference", "models"),
             inputs=lambda plan: {
                 "heads": _per_model(_trained, "results/extract/{model}/heads.parquet")(plan),
                 "manifests": _per_model(_trained, "resources/models/{model}/manifest.json")(plan),

@@ -13,6 +13,11 @@ Broadcast events that sit on registers is a Clopper-Pearson interval. Pooling tr
 images as one sample of one rate: variation between seeds beyond the Poisson one is not in the
 interval (the per-seed rates are in `table` and the notes).
 
+Beside them, `reference`: per model the events per image as the Unifying View's reference code
+counts them for its table of sinks per image (the same events, classed by the raw value-norm
+ratio alone: NOP-like / broadcast-like / between), with this pipeline's NOP and Broadcast rates
+and the events on CLS, to read against the paper's 0.25 / 0.09 per image.
+
 Scale: per model, the parameter count, depth, width and the training steps its log reached (from
 the model cache's manifest) and the images it saw in training (steps x batch size), the
 measures of the controls that the baseline ViT is at the scale where the literature reports
@@ -24,6 +29,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import diagnostics as dx
+from .. import metrics
 from ..stats import Interval, event_rate, exact, share, undecided
 from ..vision.tables import model_scale
 from . import Measured, read_tables
@@ -43,8 +49,44 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
         "table": _summary(events, settings["variants"]),
         "events": events,
         "images": images,
+        "reference": _reference_rule(heads, models, settings["first_counted_layer"]),
         "models": _scale(inputs["manifests"], models, settings["batch_size"]),
     }
+
+
+REFERENCE_CLASSES = ["NOP-like", "broadcast-like", "between"]
+
+
+def _reference_rule(
+    heads: dict[str, pd.DataFrame], models: dict[str, dict], first_counted_layer: int
+) -> pd.DataFrame:
+    """Per model, its sink events per image as the reference code counts them for its table of
+    sinks per image (`lejepa_sinks/sink_table.py`): the same relaxed events at the dominant
+    column over all queries, blocks from `first_counted_layer` on, classed by the raw value-norm
+    ratio before W_O alone (`metrics.value_ratio_class`), beside this pipeline's NOP and
+    Broadcast (projected ratio and stable rank), and those on the first token (CLS)."""
+    rows = []
+    for name, table in heads.items():
+        info = models[name]
+        found = dx.events(table, first_counted_layer, info["registers"])
+        reference = pd.Series(metrics.value_ratio_class(found.ratio_head))
+        n_images = table["sample"].nunique()
+        counts = {
+            "all": len(found),
+            "on_cls": int((found.location == "first").sum()),
+            **{cls: int((reference == cls).sum()) for cls in REFERENCE_CLASSES},
+            **{f"pipeline_{cls}": int((found.sink_class == cls).sum()) for cls in CLASSES[:2]},
+        }
+        rows.append(
+            {
+                "model": name,
+                "variant": info["variant"],
+                "seed": info["seed"],
+                "images": n_images,
+                **{f"{key}_per_image": count / n_images for key, count in counts.items()},
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def _scale(manifests: list[str], models: dict[str, dict], batch_size: int) -> pd.DataFrame:
@@ -231,13 +273,19 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
     table = tables["table"]
     fig, axes = plotting.figure(ncols=len(CLASSES), width=3.8, height=3.4)
+    legend = False  # on the first panel with events
     for ax, cls in zip(axes, CLASSES, strict=True):
         part = table[table.sink_class == cls]
+        if not part["mean"].any():
+            ax.set_title(cls)
+            plotting.say_empty(ax, f"no {cls} sink events in any variant")
+            continue
         grid = part[part.location != "all"].pivot_table(
             index="variant", columns="location", values="mean", observed=False
         )
         grid = grid.reindex(columns=list(LOCATIONS.values())).fillna(0)
-        grid.plot.bar(stacked=True, ax=ax, width=0.8, legend=cls == CLASSES[0])
+        grid.plot.bar(stacked=True, ax=ax, width=0.8, legend=not legend)
+        legend = True
         totals = part[part.location == "all"].set_index("variant")
         ax.errorbar(
             range(len(grid)),

@@ -9,6 +9,11 @@ mitigation stage trains (the model cache loads them as format `sinkscope-vit`).
   outputs), before W_O (x is the block's norm1 output).
 - Headwise gate: the same place and formula with Linear(d, H), one scalar per head, repeated over
   the head's channels, so timm's own attention forward applies it.
+- LayerScale and stochastic depth as the Unifying View's LeJEPA ViT has them (reference
+  `src/blocks.py`): a per-channel gamma, initialised to `layerscale_init`, on the output of each
+  attention and MLP branch before the residual add (timm's `init_values`), and per-sample drop
+  path on each branch at a rate rising linearly from 0 in the first block to `drop_path_rate` in
+  the last (timm's `drop_path_rate`); only in training.
 
 The attention forward stays timm's, so `sinkscope.extract` reads every variant: its values come
 from `qkv`, its probabilities from `attn_drop`, W_O from `proj`. The head update it measures,
@@ -36,6 +41,8 @@ class ViTConfig:
     mlp_ratio: float = 4.0
     registers: int = 0
     gate: str = "none"
+    layerscale_init: float | None = None  # None: no LayerScale
+    drop_path_rate: float = 0.0
 
     def __post_init__(self):
         if self.gate not in GATES:
@@ -93,6 +100,8 @@ class SinkscopeViT(VisionTransformer):
             no_embed_class=True,
             dynamic_img_size=True,  # local views are smaller than global ones
             attn_layer=attention,
+            init_values=cfg.layerscale_init,
+            drop_path_rate=cfg.drop_path_rate,
         )
         self.vit_config = cfg  # not `config`: that would read as a transformers model
 

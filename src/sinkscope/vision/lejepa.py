@@ -188,7 +188,11 @@ def train(
         images, labels = batch
         images, labels = images.to(device), labels.to(device)
         global_views, local_views = augment.views(images, views, mean, std, gen)
-        with training.autocast(device, tcfg.precision):
+        # drop path draws its masks from the global generator: seeded by the step, so a resumed
+        # run draws the masks an uninterrupted one would
+        forked = [device] if device.startswith("cuda") else []
+        with torch.random.fork_rng(devices=forked), training.autocast(device, tcfg.precision):
+            torch.manual_seed(int(seeds.data) * 1_000_003 + index)
             embedding = model.encoder.embedding(global_views)
             global_z = model.projector(embedding)
             local_z = None
