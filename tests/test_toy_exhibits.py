@@ -14,7 +14,7 @@ from sinkscope.exhibits import d4, d5, module, u1, u2
 from sinkscope.exhibits.registry import EXHIBITS, Plan
 from sinkscope.scorecard import INCONCLUSIVE, REPLICATED, judge, load_claims, verdict
 from sinkscope.stats import Interval
-from sinkscope.toys.analysis import late_fall
+from sinkscope.toys.analysis import CONVERGED_FALL, fall_over_training, late_fall
 
 TOYS = ("U1", "U2", "D2", "D4", "D5", "D6")
 
@@ -337,7 +337,25 @@ def _u2_layers(mse, inflow, srank, ratio, seeds=5):
         )
     curves = pd.concat(_curve(seed=seed) for seed in range(seeds))
     layers = pd.DataFrame(rows)
-    return {"layers": layers, "seeds": u2.seed_table(layers), "curves": curves}
+    return {
+        "layers": layers,
+        "seeds": u2.seed_table(layers),
+        "curves": curves,
+        "emergence": fall_over_training(curves, "seed"),
+    }
+
+
+def test_u2_figure_draws_the_convergence_control_over_training_against_its_threshold():
+    tables = _u2_layers(0.14, 0.9, 1.0, 1.0, seeds=3)
+    recipe = {"width": 64, "length": 32, "bias": True}
+    fig = u2.figure(tables, {"scale": "test", "recipe": recipe})
+    panel = fig.axes[4]
+    assert panel.get_title() == "Convergence control over training"
+    (threshold,) = [line for line in panel.lines if line.get_linestyle() == ":"]
+    assert list(threshold.get_ydata()) == [100 * CONVERGED_FALL] * 2
+    mean = tables["emergence"].query("run == 'mean'")
+    assert len(panel.lines) == 3 + 1 + 1  # a line per seed, the mean, the threshold
+    assert list(panel.lines[3].get_xdata()) == list(mean.step)
 
 
 def test_u2_seed_table_is_the_papers():

@@ -15,7 +15,15 @@ from sinkscope.config import load_config
 from sinkscope.exhibits import u1, u2
 from sinkscope.exhibits.u1 import intervention
 from sinkscope.exhibits.u1 import model_config as u1_model_config
-from sinkscope.toys.analysis import convergence, late_change, late_slope, nop_mse_floor, solved
+from sinkscope.toys.analysis import (
+    convergence,
+    fall_over_training,
+    late_change,
+    late_fall,
+    late_slope,
+    nop_mse_floor,
+    solved,
+)
 from sinkscope.toys.model import ToyConfig, build
 from sinkscope.toys.tasks import BroadcastTask, NopTask, SwitchTask
 from sinkscope.toys.train import Seeds, TrainConfig, fit, train
@@ -286,6 +294,30 @@ def test_convergence_control_over_runs():
     value, _, interval = convergence(curves[curves.seed == 1], ["seed"], "replicates")
     assert value == pytest.approx(falls[1])  # one run decides nothing
     assert (interval.low, interval.high, interval.basis) == (-np.inf, np.inf, "replicates")
+
+
+def test_the_convergence_control_over_training_ends_at_each_logged_step():
+    # seed 0 falls linearly to step 500 and is flat after; seed 1 is flat throughout
+    step = np.arange(0, 1001, 100)
+    falling = np.maximum(1.0 - 0.0015 * step, 0.25)
+    curves = pd.concat(
+        pd.DataFrame({"step": step, "eval_loss": loss, "seed": seed})
+        for seed, loss in enumerate([falling, np.full(len(step), 0.5)])
+    )
+    found = fall_over_training(curves, "seed", min_points=3)
+    assert sorted(found.step.unique()) == list(range(200, 1001, 100))
+    per_seed = found[found.run != "mean"].pivot(index="step", columns="run", values="late_fall")
+    for end in (200, 600, 1000):  # as late_fall on the curve cut at `end`
+        cut = curves[curves.step <= end]
+        for seed in (0, 1):
+            expected = 100 * late_fall(cut[cut.seed == seed])
+            assert per_seed.loc[end, str(seed)] == pytest.approx(expected)
+    assert per_seed.loc[200, "0"] == pytest.approx(100 * 0.15 / 0.7)  # still falling
+    assert per_seed.loc[1000, "0"] == pytest.approx(0.0, abs=1e-9)
+    assert per_seed["1"].to_numpy() == pytest.approx(0.0, abs=1e-9)
+    mean = found[found.run == "mean"].set_index("step")
+    assert mean.late_fall.to_numpy() == pytest.approx(per_seed.mean(axis=1).to_numpy())
+    assert (mean.low <= mean.late_fall).all() and (mean.late_fall <= mean.high).all()
 
 
 def test_solved_control_over_runs():

@@ -376,7 +376,7 @@ EXHIBITS: dict[str, Exhibit] = {
             True,
             60,
         ),
-        _toy("U2", "global broadcast", ("layers", "seeds", "curves"), True, 120),
+        _toy("U2", "global broadcast", ("layers", "seeds", "curves", "emergence"), True, 120),
         _toy("D2", "oversmoothing in one attention step", ("similarity", "layers"), False, 10),
         _toy("D4", "hard attention switch", ("seeds", "curves"), True, 60),
         _toy("D5", "soft attention switch", ("runs", "curves"), True, 120),

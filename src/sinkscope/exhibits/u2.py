@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
 from .. import metrics
 from ..stats import over_seeds
-from ..toys.analysis import convergence, late_change
+from ..toys.analysis import CONVERGED_FALL, convergence, fall_over_training, late_change
 from ..toys.model import ToyConfig, ToyTransformer
 from ..toys.tasks import BroadcastTask
 from ..toys.train import Seeds, TrainConfig, fit
@@ -95,8 +96,13 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
             {**r, "seed": seed, "role": "hub" if r["layer"] == hub else "other"} for r in layers
         ]
         curves.append(curve.assign(seed=seed))
-    layers = pd.DataFrame(rows)
-    return {"layers": layers, "seeds": seed_table(layers), "curves": pd.concat(curves)}
+    layers, curves = pd.DataFrame(rows), pd.concat(curves)
+    return {
+        "layers": layers,
+        "seeds": seed_table(layers),
+        "curves": curves,
+        "emergence": fall_over_training(curves, "seed"),
+    }
 
 
 def seed_table(layers: pd.DataFrame) -> pd.DataFrame:
@@ -161,11 +167,13 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
-    """Per layer over seeds: max inflow, value-norm ratio, stable rank; training curves."""
+    """Per layer over seeds: max inflow, value-norm ratio, stable rank; training curves; the
+    convergence control over training (the late fall as if training had ended at each logged
+    step) against its threshold."""
     from .. import plotting
 
     layers = tables["layers"]
-    fig, axes = plotting.panels(4, width=3.3, height=3.2)
+    fig, axes = plotting.panels(5, width=3.3, height=3.2)
     views = [
         ("max_inflow", "max inflow max_s mean_i A_is"),
         ("value_ratio", "||W_O v_j*|| / mean ||W_O v||"),
@@ -181,6 +189,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     for seed, c in tables["curves"].groupby("seed"):
         axes[3].semilogy(c.step, c.eval_loss, label=f"seed {seed}")
     axes[3].set(xlabel="step", ylabel="eval MSE", title="Training curves")
+    _convergence_panel(axes[4], tables["emergence"])
     fig.suptitle(
         plotting.title(
             settings["scale"],
@@ -190,3 +199,23 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         )
     )
     return fig
+
+
+def _convergence_panel(ax, emergence: pd.DataFrame) -> None:
+    """The late fall of each seed and their mean (95 % interval) as if training had ended at
+    each logged step, against the threshold of the convergence control."""
+    from .. import plotting
+
+    ax.set_title("Convergence control over training")
+    mean = emergence[emergence.run == "mean"]
+    if mean.empty:
+        plotting.say_empty(ax, "too few logged steps to follow the late fall")
+        return
+    for run, part in emergence[emergence.run != "mean"].groupby("run"):
+        ax.plot(part.step, part.late_fall, lw=0.8, alpha=0.6, label=f"seed {run}")
+    ax.plot(mean.step, mean.late_fall, "k-", lw=1.6, label="mean, 95 % interval")
+    low, high = (bound.replace([np.inf, -np.inf], np.nan) for bound in (mean.low, mean.high))
+    ax.fill_between(mean.step, low, high, color="black", alpha=0.12, lw=0)  # none for one seed
+    ax.axhline(100 * CONVERGED_FALL, ls=":", c="gray", label="converged at or below")
+    ax.set(xlabel="training ends at step", ylabel="late fall, % of the end loss")
+    ax.legend(fontsize=7)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import diagnostics as dx
-from .. import metrics
 from ..stats import Interval, event_rate, exact, share, undecided
 from ..vision.tables import model_scale
 from . import Measured, read_tables
@@ -63,13 +62,13 @@ def _reference_rule(
     """Per model, its sink events per image as the reference code counts them for its table of
     sinks per image (`lejepa_sinks/sink_table.py`): the same relaxed events at the dominant
     column over all queries, blocks from `first_counted_layer` on, classed by the raw value-norm
-    ratio before W_O alone (`metrics.value_ratio_class`), beside this pipeline's NOP and
+    ratio before W_O alone (`dx.value_ratio_class`), beside this pipeline's NOP and
     Broadcast (projected ratio and stable rank), and those on the first token (CLS)."""
     rows = []
     for name, table in heads.items():
         info = models[name]
         found = dx.events(table, first_counted_layer, info["registers"])
-        reference = pd.Series(metrics.value_ratio_class(found.ratio_head))
+        reference = pd.Series(dx.value_ratio_class(found.ratio_head))
         n_images = table["sample"].nunique()
         counts = {
             "all": len(found),

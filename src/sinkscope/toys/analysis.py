@@ -43,6 +43,34 @@ def late_fall(curve: pd.DataFrame) -> float:
     return -slope * (curve.step.max() - first) / 1000 / end
 
 
+def fall_over_training(curves: pd.DataFrame, key: str, min_points: int = 5) -> pd.DataFrame:
+    """How the convergence control moves with training, from the curves logged during it (no
+    second pass): at every logged step from the `min_points`-th on, the `late_fall` of each run
+    (rows sharing `key`) as if training had ended there, in % of the loss at that step (`run`:
+    the run's `key` value), and their mean with its t-interval over the runs (`run` "mean")."""
+    rows = []
+    steps = np.sort(curves.step.unique())[min_points - 1 :]
+    for end in steps:
+        falls = {
+            str(run): 100 * late_fall(curve[curve.step <= end])
+            for run, curve in curves.groupby(key)
+        }
+        rows += [{"step": end, "run": run, "late_fall": fall} for run, fall in falls.items()]
+        interval = over_seeds(list(falls.values()))
+        mean = float(np.mean(list(falls.values())))
+        rows.append(
+            {
+                "step": end,
+                "run": "mean",
+                "late_fall": mean,
+                "low": interval.low,
+                "high": interval.high,
+            }
+        )
+    found = pd.DataFrame(rows, columns=["step", "run", "late_fall", "low", "high"])
+    return found.astype({"step": int, "run": str, "late_fall": float, "low": float, "high": float})
+
+
 def convergence(
     curves: pd.DataFrame, keys: list[str], unit: str = "seeds"
 ) -> tuple[float, str, Interval]:
