@@ -123,18 +123,6 @@ def test_events_classes_locations_and_bands():
     assert dx.events(heads_table(), first_counted_layer=3, registers=0).empty
 
 
-def test_value_ratio_class_is_the_reference_codes_rule_without_stable_rank():
-    found = dx.value_ratio_class([0.0, 0.2, 0.21, 0.49, 0.5, 3.0])
-    assert found.tolist() == [
-        "NOP-like",
-        "NOP-like",
-        "between",
-        "between",
-        "broadcast-like",
-        "broadcast-like",
-    ]
-
-
 def test_sink_location_with_registers():
     positions = pd.Series([0, 1, 4, 5, 9])
     assert dx.sink_location(positions, registers=4).tolist() == [

@@ -174,6 +174,18 @@ def test_attention_entropy():
     assert metrics.attention_entropy(uniform).item() == pytest.approx(math.log(5))
 
 
+def test_value_ratio_class_is_the_reference_codes_rule_without_stable_rank():
+    found = metrics.value_ratio_class([0.0, 0.2, 0.21, 0.49, 0.5, 3.0])
+    assert found.tolist() == [
+        "NOP-like",
+        "NOP-like",
+        "between",
+        "between",
+        "broadcast-like",
+        "broadcast-like",
+    ]
+
+
 def test_sink_class_accepts_tensors():
     labels = metrics.sink_class(torch.tensor([0.1, 0.9]), torch.tensor([1.0, 1.0]))
     assert isinstance(labels, np.ndarray) and labels.tolist() == ["NOP", "Broadcast"]

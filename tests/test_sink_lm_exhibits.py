@@ -198,16 +198,18 @@ def attention_table(levels: dict[str, float]) -> pd.DataFrame:
     )
 
 
-def sink_lm_tables(tmp_path, offsets, levels):
+def history(variant: str, emergence: bool) -> pd.DataFrame:
+    """Three logged steps; with `emergence`, the sinks measured at the second and the last."""
+    found = pd.DataFrame({"step": range(3), "loss": [5.0, 4.0, 3.0], "tokens": [10, 20, 30]})
+    if emergence:
+        found["first_token_mass"] = [np.nan, 0.2, 0.4]
+        found["first_token_sink_rate"] = [np.nan, 10.0, 30.0]
+    return found.assign(variant=variant)
+
+
+def sink_lm_tables(tmp_path, offsets, levels, emergence=False):
     variants = list(offsets)
-    histories = [
-        written(
-            tmp_path,
-            f"{v}_history",
-            pd.DataFrame({"step": range(3), "loss": [5.0, 4.0, 3.0], "variant": v}),
-        )
-        for v in variants
-    ]
+    histories = [written(tmp_path, f"{v}_history", history(v, emergence)) for v in variants]
     inputs = {
         "ppl": written(tmp_path, "ppl_in", window_table(offsets)),
         "attention": written(tmp_path, "attention_in", attention_table(levels)),
@@ -301,6 +303,30 @@ def test_s6_s7_claims_on_the_papers_side(tmp_path):
     assert "with first-token share > 0.3 over 12 windows" in found["S7.vanilla_sink_rate"].note
     assert isinstance(s6.figure(s6_tables, {"scale": "t"}), Figure)
     assert isinstance(s7.figure(s7_tables, {"scale": "t"}), Figure)
+    # logged without the sinks' emergence: its panels say so
+    assert s6_tables["emergence"].empty
+    for panel in s6.figure(s6_tables, {"scale": "t"}).axes[2:]:
+        assert panel.texts[0].get_text().replace("\n", " ").startswith("no sinks measured")
+
+
+def test_s6_emergence_of_the_sinks_over_training(tmp_path):
+    offsets = {v: PAPER_LIKE[v] for v in ("vanilla", "sink_token")}
+    s6_tables, _ = sink_lm_tables(tmp_path, offsets, {"vanilla": 0.6}, emergence=True)
+    found = s6_tables["emergence"]
+    assert list(found.columns) == [
+        "variant",
+        "step",
+        "tokens",
+        "first_token_mass",
+        "first_token_sink_rate",
+    ]
+    assert found.step.tolist() == [1, 2, 1, 2] and found.tokens.tolist() == [20, 30, 20, 30]
+    share, rate = s6.figure(s6_tables, {"scale": "t"}).axes[2:]
+    assert share.get_title() == "Emergence: first-token attention share"
+    for panel, threshold in ((share, 0.3), (rate, 0.0)):
+        *curves, line = panel.lines
+        assert [list(curve.get_ydata()) for curve in curves][0] in ([0.2, 0.4], [10.0, 30.0])
+        assert list(line.get_ydata()) == [threshold] * 2 and line.get_linestyle() == ":"
 
 
 def test_s6_s7_claims_on_the_other_side(tmp_path):

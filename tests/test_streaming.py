@@ -420,12 +420,15 @@ def test_fast_equals_loop_on_smollm2():
 
 
 def test_pretraining_resumes_bit_identically(tmp_path, monkeypatch):
+    """... its log of the sinks' emergence too: the resumed curve continues without gaps or
+    repeats, and equals the uninterrupted one."""
     from sinkscope.streaming import pretrain
 
     arch = {"d_model": 16, "n_layers": 1, "n_heads": 2, "context": 16}
-    ids, _ = pretrain.corpus_bytes("Emma Woodhouse, handsome, clever, and rich. " * 20, 0.1)
+    ids, held_out = pretrain.corpus_bytes("Emma Woodhouse, handsome, clever, and rich. " * 20, 0.1)
     args = ("sink_token", ids, arch, 5, 2, 1e-3, {"init": 0, "data": 0})
-    full, full_history = pretrain.train(*args)
+    probe = {"probe": pretrain.probe_windows(held_out, 2, 16), "probe_every": 2}
+    full, full_history = pretrain.train(*args, **probe)
     folder = pretrain.checkpoint_dir(tmp_path / "lms" / "sink_token.pt")
     monkeypatch.setattr(pretrain, "CHECKPOINT_EVERY", 2)
     clip, calls = torch.nn.utils.clip_grad_norm_, []
@@ -438,11 +441,21 @@ def test_pretraining_resumes_bit_identically(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", killed_in_step_4)
     with pytest.raises(KeyboardInterrupt):
-        pretrain.train(*args, checkpoints=folder)
+        pretrain.train(*args, checkpoints=folder, **probe)
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
     assert [torch.load(p, weights_only=True)["step"] for p in folder.iterdir()] == [2]
-    resumed, history = pretrain.train(*args, checkpoints=folder)
+    resumed, history = pretrain.train(*args, checkpoints=folder, **probe)
     for (name, p), q in zip(full.state_dict().items(), resumed.state_dict().values(), strict=True):
         assert torch.equal(p, q), name
     assert history == full_history and [row["step"] for row in history] == [0, 1, 2, 3, 4]
+    probed = [row for row in history if "first_token_mass" in row]
+    assert [row["step"] for row in probed] == [1, 3, 4]  # every 2 steps, and the last
+    assert [row["tokens"] for row in probed] == [2 * 2 * 15, 4 * 2 * 15, 5 * 2 * 15]
+    for row in probed:
+        assert 0 <= row["first_token_mass"] <= 1 and 0 <= row["first_token_sink_rate"] <= 100
+    resumed.train()
+    assert pretrain.sinks_on(resumed, "sink_token", probe["probe"]) == {
+        name: probed[-1][name] for name in ("first_token_mass", "first_token_sink_rate")
+    }
+    assert resumed.training  # measured in eval mode, left as it was
     assert folder == tmp_path / "lms" / ".checkpoints" and not list(folder.iterdir())

@@ -329,7 +329,24 @@ def _u9_heads(models, paper_like: bool, n_images: int = 24, nop: bool = True):
     return heads
 
 
-def _u9_tables(tmp_path, seeds, paper_like, scale=LARGE, nop=True, edit=None):
+def _u9_curves(models, emergence: bool) -> dict[str, pd.DataFrame]:
+    """Training logs of two steps; with `emergence`, the sinks counted at each (the baseline's
+    NOP events rising 0.1 -> 0.3 per image, the others' 0)."""
+    curves = {}
+    for model, info in models.items():
+        curve = pd.DataFrame({"step": [10, 20], "loss": [1.0, 0.5]})
+        if emergence:
+            for name in u9.EMERGENCE:
+                rising = info["variant"] == "baseline" and name in ("events", "NOP", "NOP-like")
+                curve[f"{name}_per_image"] = [0.1, 0.3] if rising else [0.0, 0.0]
+        curves[model] = curve
+    return curves
+
+
+U9_THRESHOLDS = {"events": 0.45, "NOP": 0.25, "Broadcast": 0.09}
+
+
+def _u9_tables(tmp_path, seeds, paper_like, scale=LARGE, nop=True, edit=None, emergence=True):
     """U9's tables, written and read back; `edit` may change the heads tables first."""
     models = _u9_models(seeds)
     heads = _u9_heads(models, paper_like, nop=nop)
@@ -344,6 +361,7 @@ def _u9_tables(tmp_path, seeds, paper_like, scale=LARGE, nop=True, edit=None):
     inputs = {
         "heads": _write(tmp_path, "heads", heads),
         "manifests": _manifests(tmp_path, dict.fromkeys(models, scale)),
+        "curves": _write(tmp_path, "curves", _u9_curves(models, emergence)),
     }
     return _round_trip(tmp_path, "U9", u9.tables(inputs, settings))
 
@@ -410,8 +428,25 @@ def test_u9_tables_figure_and_claims_on_the_papers_side(tmp_path, seeds):
         in claims["U9.baseline_images_seen"].note
     )
 
-    fig = u9.figure(tables, {"scale": "default"})
-    assert [ax.get_title() for ax in fig.axes] == u9.CLASSES
+    fig = u9.figure(tables, {"scale": "default", "thresholds": U9_THRESHOLDS})
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == [
+        *u9.CLASSES,
+        *(f"{c} over training" for c in ("sink events", "NOP", "Broadcast")),
+    ]
+    # the sinks' emergence: the baseline's NOP events per image over the steps (mean over its
+    # seeds), with the control's rate drawn in
+    emergence = tables["emergence"]
+    assert len(emergence) == 2 * len(emergence.model.unique()) and set(emergence.step) == {10, 20}
+    nop = fig.axes[4]
+    baseline, *_, threshold = nop.lines
+    assert list(baseline.get_ydata()) == pytest.approx([0.1, 0.3])
+    assert list(threshold.get_ydata()) == [0.25] * 2
+    # logged without the emergence: the panels say so
+    tables = _u9_tables(tmp_path, seeds, paper_like=True, emergence=False)
+    assert tables["emergence"].empty
+    fig = u9.figure(tables, {"scale": "default", "thresholds": U9_THRESHOLDS})
+    assert fig.axes[3].texts[0].get_text().replace("\n", " ").startswith("no sinks counted")
 
 
 @pytest.mark.parametrize("seeds", [(0, 1, 2), (0,)])
@@ -441,7 +476,8 @@ def test_u9_without_nop_events_has_an_exact_upper_bound(tmp_path):
     # no variant with a NOP event: that panel says so, the others draw their bars
     table = tables["table"].copy()
     table.loc[table.sink_class == "NOP", ["mean", "std"]] = 0.0
-    nop, broadcast, _ = u9.figure({**tables, "table": table}, {"scale": "default"}).axes
+    settings = {"scale": "default", "thresholds": U9_THRESHOLDS}
+    nop, broadcast, *_ = u9.figure({**tables, "table": table}, settings).axes
     said = nop.texts[0].get_text().replace("\n", " ")
     assert nop.get_title() == "NOP" and said == "no NOP sink events in any variant"
     assert not nop.patches and broadcast.patches and broadcast.get_legend() is not None
@@ -496,7 +532,9 @@ def test_u9_manifest_without_parameters_names_the_key(tmp_path):
     settings = {"models": models, "variants": VARIANTS[:3], "first_counted_layer": 1}
     heads = _write(tmp_path, "heads", _u9_heads(models, paper_like=True))
     with pytest.raises(ValueError, match="has no 'parameters': rebuild the model cache of"):
-        u9.tables({"heads": heads, "manifests": manifests}, settings | {"batch_size": 4})
+        curves = _write(tmp_path, "curves", _u9_curves(models, emergence=False))
+        inputs = {"heads": heads, "manifests": manifests, "curves": curves}
+        u9.tables(inputs, settings | {"batch_size": 4})
 
 
 # --- S8 -------------------------------------------------------------------------------------------

@@ -7,10 +7,13 @@ import pandas as pd
 import pytest
 import torch
 
+from sinkscope import diagnostics as dx
+from sinkscope import metrics
 from sinkscope.data.inputs import batches, model_inputs
+from sinkscope.extract import Extractor
 from sinkscope.models import load_model
 from sinkscope.models.cache import write_cache
-from sinkscope.vision import augment, datasets, images, lejepa, stage
+from sinkscope.vision import augment, datasets, emergence, images, lejepa, stage
 from sinkscope.vision.models import build
 
 SETTINGS = {
@@ -67,6 +70,7 @@ SETTINGS = {
         "log_every": 2,
         "checkpoint_every": 2,
         "eval_images": 4,
+        "emergence_images": 4,
         "workers": 0,
         "precision": "float32",
         "grad_checkpointing": False,
@@ -164,8 +168,9 @@ def test_resume_gives_bit_identical_weights(table, tmp_path, monkeypatch):
     resumed, resumed_curve = _train(table, tmp_path / "b.pt")
     for (name, p), q in zip(full.state_dict().items(), resumed.state_dict().values(), strict=True):
         assert torch.equal(p, q), name
-    pd.testing.assert_frame_equal(full_curve, resumed_curve)
+    pd.testing.assert_frame_equal(full_curve, resumed_curve)  # the sinks' emergence included
     assert list(full_curve.step) == [2, 4, 6] and full_curve.notna().all().all()
+    assert set(emergence.COLUMNS) <= set(full_curve.columns)
     other, _ = _train(table, tmp_path / "c.pt", data_seed=11)
     assert not torch.equal(other.reg_token, full.reg_token)
 
@@ -186,6 +191,32 @@ def test_layerscale_and_drop_path_as_the_reference_builds_them():
     first = model.forward_features(pixels)
     torch.manual_seed(1)
     assert not torch.equal(first, model.forward_features(pixels))
+
+
+def test_sinks_counted_in_training_are_the_diagnostics_events():
+    """A ViT whose every query attends to CLS (queries a constant, keys the normalised input,
+    CLS a large first feature): its sink events per image as the training log counts them are
+    those of the diagnostics' extraction, by class and by the reference code's rule."""
+    arch = {**SETTINGS["arch"], "depth": 3, "registers": 0, "layerscale_init": None}
+    model = build(stage.ViTConfig.of_variant("baseline", arch), seed=0).eval()
+    with torch.no_grad():
+        model.cls_token.zero_()
+        model.cls_token[0, 0, 0] = 50.0
+        for block in model.blocks:
+            qkv = block.attn.qkv
+            qkv.weight[:32] = 0.0
+            qkv.weight[16:32] = 3 * torch.eye(16)
+            qkv.bias[:16], qkv.bias[16:32] = 3.0, 0.0
+    pixels = torch.randn(4, 3, 16, 16)
+    found = emergence.sinks_per_image(model, pixels, first_counted_layer=1)
+    heads, _ = Extractor(model).run({"pixel_values": pixels}, np.arange(4))
+    events = dx.events(heads, first_counted_layer=1, registers=0)
+    assert len(events) > 0 and found["events_per_image"] == len(events) / 4
+    for cls in ("NOP", "Broadcast"):
+        assert found[f"{cls}_per_image"] == (events.sink_class == cls).sum() / 4
+    reference = metrics.value_ratio_class(events.ratio_head)
+    for cls in ("NOP-like", "broadcast-like"):
+        assert found[f"{cls}_per_image"] == (reference == cls).sum() / 4
 
 
 def test_gradient_checkpointing_changes_no_weight(table, tmp_path):

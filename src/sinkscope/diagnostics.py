@@ -50,15 +50,6 @@ def sink_location(position: pd.Series, registers: int) -> pd.Series:
     return pd.Series(labels, index=position.index)
 
 
-def value_ratio_class(ratio: np.ndarray | pd.Series | list[float]) -> np.ndarray:
-    """The Unifying View reference code's class of a sink (`lejepa_sinks/sink_table.py`), from
-    the raw value-norm ratio before W_O alone: NOP-like if ratio <= 0.2, broadcast-like if
-    ratio >= 0.5 (no stable-rank condition), else between."""
-    ratio = np.asarray(ratio)
-    found = [ratio <= metrics.NOP_MAX_RATIO, ratio >= metrics.BROADCAST_MIN_RATIO]
-    return np.select(found, ["NOP-like", "broadcast-like"], "between")
-
-
 def events(heads: pd.DataFrame, first_counted_layer: int, registers: int) -> pd.DataFrame:
     """The counted sink events (relaxed rule), with class, location and depth band."""
     n_layers = int(heads.layer.max()) + 1

@@ -192,6 +192,15 @@ def sink_class(ratio: ArrayLike, srank: ArrayLike) -> np.ndarray:
     return np.select([ratio <= NOP_MAX_RATIO, broadcast], ["NOP", "Broadcast"], "other")
 
 
+def value_ratio_class(ratio: ArrayLike) -> np.ndarray:
+    """The Unifying View reference code's class of a sink (`lejepa_sinks/sink_table.py`), from
+    the raw value-norm ratio before W_O alone: NOP-like if ratio <= 0.2, broadcast-like if
+    ratio >= 0.5 (no stable-rank condition), else between."""
+    ratio = np.asarray(ratio)
+    found = [ratio <= NOP_MAX_RATIO, ratio >= BROADCAST_MIN_RATIO]
+    return np.select(found, ["NOP-like", "broadcast-like"], "between")
+
+
 def spectral_peak(sigma: torch.Tensor) -> torch.Tensor:
     """sigma_1 / sigma_2 of singular values (..., k)."""
     import torch

@@ -43,6 +43,7 @@ rule mitigation_train:
         curve="results/mitigation/train/vit-{variant}-s{seed}.parquet",
     params:
         settings=vision_params.training(MITIGATION),
+        first_counted_layer=config["diagnostics"]["first_counted_layer"],
         device=config["device"],
         code=code_of("mitigation_train.py"),
     threads: MITIGATION["threads"]

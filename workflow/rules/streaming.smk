@@ -99,7 +99,15 @@ rule streaming_pretrain:
     params:
         text=CORPUS_TEXT,
         pretrain=pick(
-            STREAMING["pretrain"], "arch", "steps", "batch_size", "lr", "held_out", "seeds", "precision"
+            STREAMING["pretrain"],
+            "arch",
+            "steps",
+            "batch_size",
+            "lr",
+            "held_out",
+            "seeds",
+            "precision",
+            "emergence",
         ),
         device=config["device"],
         code=code_of("streaming_pretrain.py"),

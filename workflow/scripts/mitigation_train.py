@@ -17,7 +17,12 @@ device = resolve_device(smk.params.device)
 recorder = Recorder.from_snakemake(smk, device=device)
 table = read_table(smk.input.get("images"))
 encoder, curve, manifest = train_variant(
-    smk.params.settings, smk.wildcards.variant, int(smk.wildcards.seed), table, device
+    smk.params.settings,
+    smk.wildcards.variant,
+    int(smk.wildcards.seed),
+    table,
+    device,
+    smk.params.first_counted_layer,
 )
 log.info("%s log:\n%s", manifest["name"], curve.to_string())
 write_parquet(curve, smk.output.curve, recorder.record())

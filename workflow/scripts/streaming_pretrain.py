@@ -15,7 +15,10 @@ device = resolve_device(smk.params.device)
 recorder = Recorder.from_snakemake(smk, device=device)
 settings = smk.params.pretrain
 torch.set_num_threads(smk.threads)
-train_ids, _ = pretrain.corpus_bytes(corpus_text(smk.params.text), settings["held_out"])
+train_ids, held_out = pretrain.corpus_bytes(corpus_text(smk.params.text), settings["held_out"])
+probe = pretrain.probe_windows(
+    held_out, settings["emergence"]["windows"], settings["arch"]["context"]
+)
 model, history = pretrain.train(
     smk.wildcards.variant,
     train_ids,
@@ -27,6 +30,8 @@ model, history = pretrain.train(
     checkpoints=pretrain.checkpoint_dir(smk.output.model),
     device=device,
     precision=settings["precision"],
+    probe=probe,
+    probe_every=settings["emergence"]["every"],
 )
 log.info("%s: final loss %.3f", smk.wildcards.variant, history[-1]["loss"])
 pretrain.save(model, smk.wildcards.variant, settings["arch"], smk.output.model, recorder.record())

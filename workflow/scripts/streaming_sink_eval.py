@@ -24,7 +24,7 @@ streams = eval_windows(
 )
 context = smk.params.context
 n_windows = settings["attention_windows"]
-windows = torch.from_numpy(held_out[: n_windows * context].copy().reshape(n_windows, context))
+windows = pretrain.probe_windows(held_out, n_windows, context)
 ppl_rows, attention_rows = [], []
 for path in smk.input.models:
     model, variant = pretrain.load(path)

@@ -292,6 +292,22 @@ def _s8_label(plan: Plan) -> str:
     return next(iter(plan.s8_pairs().values()))["pair"]
 
 
+def _control_thresholds(controls: dict[str, tuple[str, str]]) -> Callable[[Plan], dict]:
+    """The thresholds of catalogue controls ({name: (claim id, measure)}), for a figure that
+    draws them (display only): a setting, so that editing one in the catalogue redraws it."""
+
+    def thresholds(plan: Plan) -> dict[str, float]:
+        found = {}
+        for name, (claim_id, measure) in controls.items():
+            (control,) = [
+                c for c in find_claim(claim_id)["preconditions"] if c["measure"] == measure
+            ]
+            found[name] = control["check"]["value"]
+        return found
+
+    return thresholds
+
+
 def _paper_value(claim_id: str) -> Callable[[Plan], str]:
     """A claim's paper value as the catalogue gives it, for a figure that shows it (display
     only): a setting, so that editing it in the catalogue redraws that figure."""
@@ -429,7 +445,7 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="S6",
             title="pretraining with a sink token",
-            tables=("ppl", "windows", "history"),
+            tables=("ppl", "windows", "history", "emergence"),
             inputs=lambda plan: {"ppl": LM_EVAL["ppl"], "histories": _lm_histories(plan)},
             claim_settings=SINK_LM_LABEL,
         ),
@@ -466,10 +482,11 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="U9",
             title="ViT mitigations: sink classes and locations",
-            tables=("table", "events", "images", "reference", "models"),
+            tables=("table", "events", "images", "reference", "emergence", "models"),
             inputs=lambda plan: {
                 "heads": _per_model(_trained, "results/extract/{model}/heads.parquet")(plan),
                 "manifests": _per_model(_trained, "resources/models/{model}/manifest.json")(plan),
+                "curves": _per_model(_trained, "results/mitigation/train/{model}.parquet")(plan),
             },
             table_settings={
                 "models": _trained_registers,
@@ -478,6 +495,15 @@ EXHIBITS: dict[str, Exhibit] = {
                 "batch_size": "mitigation.train.batch_size",
             },
             claim_settings={"claim_model": _trained_label},
+            figure_settings={
+                "thresholds": _control_thresholds(
+                    {
+                        "events": ("U3.cls_early_patch_deep", "U5.events_per_image"),
+                        "NOP": ("U5.nop_early_broadcast_deep", "U5.nop_per_image"),
+                        "Broadcast": ("U5.nop_early_broadcast_deep", "U5.broadcast_per_image"),
+                    }
+                )
+            },
         ),
         Exhibit(
             id="S8",

@@ -2,7 +2,9 @@
 
 Input: per variant, kept tokens and evaluation window, the mean NLL of the bytes scored once the
 cache is full (`sinkscope.streaming.sink_eval.streaming_ppl`: every window streamed on its own,
-the same text bytes for every variant), and the training losses of each variant. A PPL ratio
+the same text bytes for every variant), and the training log of each variant: its losses and,
+every few steps, the first token's attention share and sink rate on held-out windows as they
+emerge over the tokens seen (`emergence`, logged during training). A PPL ratio
 between two conditions is exp of the difference of their mean NLLs over the same windows; its
 interval resamples the windows, paired across variants and conditions.
 """
@@ -12,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..metrics import SINK_RATE_EPS
 from ..stats import Interval, bootstrap
-from ..streaming.exhibit_tables import sink_lm_context
+from ..streaming.exhibit_tables import EMERGENCE, sink_lm_context
 from . import Measured
 
 # claim -> (variant, kept tokens of the numerator, kept tokens of the denominator): PPL ratios
@@ -29,7 +32,21 @@ def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.D
     (`windows`) and the training losses (`history`)."""
     history = pd.concat([pd.read_parquet(path) for path in inputs["histories"]], ignore_index=True)
     windows = pd.read_parquet(inputs["ppl"])
-    return {"ppl": summary(windows), "windows": windows, "history": history}
+    return {
+        "ppl": summary(windows),
+        "windows": windows,
+        "history": history,
+        "emergence": emergence(history),
+    }
+
+
+def emergence(history: pd.DataFrame) -> pd.DataFrame:
+    """The steps of the training logs that measured the sinks: per variant, the tokens seen,
+    the first token's attention share and the sink rate on the held-out probe windows."""
+    columns = ["variant", "step", "tokens", *EMERGENCE]
+    if not set(columns) <= set(history):  # logged without them
+        return pd.DataFrame({column: pd.Series(dtype=float) for column in columns})
+    return history.dropna(subset=list(EMERGENCE))[columns].reset_index(drop=True)
 
 
 def summary(windows: pd.DataFrame) -> pd.DataFrame:
@@ -97,7 +114,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     table, history = tables["ppl"], tables["history"]
-    fig, (ax_l, ax_p) = plotting.figure(ncols=2, width=4.5)
+    fig, (ax_l, ax_p, ax_share, ax_rate) = plotting.figure(ncols=4, width=4.2)
     for variant, part in history.groupby("variant", sort=False):
         smooth = part.loss.rolling(20, min_periods=1).mean()
         ax_l.plot(part.step, smooth, label=variant)
@@ -117,6 +134,31 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         title="Streaming on held-out text",
     )
     ax_p.legend(fontsize=7)
+    _emergence_panels(ax_share, ax_rate, tables["emergence"])
     title = plotting.title(settings["scale"], "S6", "pretraining with a sink", "byte-level Llama")
     fig.suptitle(title)
     return fig
+
+
+def _emergence_panels(ax_share, ax_rate, found: pd.DataFrame) -> None:
+    """The first token's attention share and the sink rate of each variant over the tokens seen
+    in training, with the thresholds of S7's control: a head sinks above a share of
+    SINK_RATE_EPS (Gu et al.), and the vanilla LM's sink rate must exceed 0."""
+    from .. import plotting
+
+    panels = {
+        ax_share: ("first_token_mass", "first-token attention share", SINK_RATE_EPS),
+        ax_rate: ("first_token_sink_rate", "sink rate (% of heads, layers)", 0.0),
+    }
+    for ax, (column, label, threshold) in panels.items():
+        ax.set_title(f"Emergence: {label.split(' (')[0]}")
+        if found.empty:
+            plotting.say_empty(
+                ax, "no sinks measured during training (streaming.pretrain.emergence)"
+            )
+            continue
+        for variant, part in found.groupby("variant", sort=False):
+            ax.plot(part.tokens, part[column], "o-", ms=3, label=variant)
+        ax.axhline(threshold, ls=":", c="gray", label=f"control threshold {threshold:g}")
+        ax.set(xlabel="tokens seen in training", ylabel=label)
+        ax.legend(fontsize=7)

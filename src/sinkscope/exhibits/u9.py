@@ -13,6 +13,9 @@ Broadcast events that sit on registers is a Clopper-Pearson interval. Pooling tr
 images as one sample of one rate: variation between seeds beyond the Poisson one is not in the
 interval (the per-seed rates are in `table` and the notes).
 
+`emergence`: per model, the events per image on held-out images at each log step of its
+training, all and by class (logged during training, `sinkscope.vision.emergence`).
+
 Beside them, `reference`: per model the events per image as the Unifying View's reference code
 counts them for its table of sinks per image (the same events, classed by the raw value-norm
 ratio alone: NOP-like / broadcast-like / between), with this pipeline's NOP and Broadcast rates
@@ -29,6 +32,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import diagnostics as dx
+from .. import metrics
 from ..stats import Interval, event_rate, exact, share, undecided
 from ..vision.tables import model_scale
 from . import Measured, read_tables
@@ -49,8 +53,29 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
         "events": events,
         "images": images,
         "reference": _reference_rule(heads, models, settings["first_counted_layer"]),
+        "emergence": _emergence(inputs["curves"], models),
         "models": _scale(inputs["manifests"], models, settings["batch_size"]),
     }
+
+
+EMERGENCE = ["events", "NOP", "Broadcast", "NOP-like", "broadcast-like"]
+
+
+def _emergence(curves: list[str], models: dict[str, dict]) -> pd.DataFrame:
+    """Per model and logged training step, the sink events per image on held-out images as
+    training logged them (`vision.emergence`: all, by class, by the reference code's rule)."""
+    columns = [f"{name}_per_image" for name in EMERGENCE]
+    frames = []
+    for name, path in zip(models, curves, strict=True):
+        curve = pd.read_parquet(path)
+        if set(columns) <= set(curve):  # logged with the sinks' emergence
+            info = models[name]
+            part = curve[["step", *columns]].assign(
+                model=name, variant=info["variant"], seed=info["seed"]
+            )
+            frames.append(part)
+    empty = pd.DataFrame(columns=["step", *columns, "model", "variant", "seed"])
+    return pd.concat(frames, ignore_index=True) if frames else empty
 
 
 REFERENCE_CLASSES = ["NOP-like", "broadcast-like", "between"]
@@ -62,13 +87,13 @@ def _reference_rule(
     """Per model, its sink events per image as the reference code counts them for its table of
     sinks per image (`lejepa_sinks/sink_table.py`): the same relaxed events at the dominant
     column over all queries, blocks from `first_counted_layer` on, classed by the raw value-norm
-    ratio before W_O alone (`dx.value_ratio_class`), beside this pipeline's NOP and
+    ratio before W_O alone (`metrics.value_ratio_class`), beside this pipeline's NOP and
     Broadcast (projected ratio and stable rank), and those on the first token (CLS)."""
     rows = []
     for name, table in heads.items():
         info = models[name]
         found = dx.events(table, first_counted_layer, info["registers"])
-        reference = pd.Series(dx.value_ratio_class(found.ratio_head))
+        reference = pd.Series(metrics.value_ratio_class(found.ratio_head))
         n_images = table["sample"].nunique()
         counts = {
             "all": len(found),
@@ -271,7 +296,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     table = tables["table"]
-    fig, axes = plotting.figure(ncols=len(CLASSES), width=3.8, height=3.4)
+    fig, (axes, below) = plotting.figure(ncols=len(CLASSES), nrows=2, width=3.8, height=3.4)
     legend = False  # on the first panel with events
     for ax, cls in zip(axes, CLASSES, strict=True):
         part = table[table.sink_class == cls]
@@ -296,7 +321,27 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         )
         ax.set(title=cls, xlabel="", ylabel="sink events per image")
         ax.tick_params(axis="x", rotation=40)
+    _emergence_panels(below, tables["emergence"], settings["thresholds"])
     fig.suptitle(
         plotting.title(settings["scale"], "U9", "sink events per image by class and location")
     )
     return fig
+
+
+def _emergence_panels(axes, found: pd.DataFrame, thresholds: dict[str, float]) -> None:
+    """Per count (all events, NOP, Broadcast), each variant's events per image over the training
+    steps (mean over its seeds), with the rate U3-U5's controls need (the paper's own count)."""
+    from .. import plotting
+
+    for ax, name in zip(axes, ["events", "NOP", "Broadcast"], strict=True):
+        ax.set_title(f"{name} over training" if name != "events" else "sink events over training")
+        if found.empty:
+            plotting.say_empty(ax, "no sinks counted during training (emergence_images: 0)")
+            continue
+        column = f"{name}_per_image"
+        means = found.groupby(["variant", "step"], observed=True)[column].mean().reset_index()
+        for variant, part in means.groupby("variant", sort=False):
+            ax.plot(part.step, part[column], "o-", ms=2, label=variant)
+        ax.axhline(thresholds[name], ls=":", c="gray", label="control threshold")
+        ax.set(xlabel="training step", ylabel="sink events per image (held-out)")
+        ax.legend(fontsize=6)

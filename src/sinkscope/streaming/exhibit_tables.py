@@ -14,6 +14,9 @@ import pandas as pd
 
 from ..stats import Interval, bootstrap
 
+# what the pretraining of the byte-level LMs logs of their sinks as they emerge (S6)
+EMERGENCE = ("first_token_mass", "first_token_sink_rate")
+
 # the statistics of the S3 / S4 claims, by name (`nll_blocks` roles they read)
 PPL_RATIO, GAP_SHARE = "ppl ratio", "gap share"
 ROLES = {PPL_RATIO: ("condition", "reference"), GAP_SHARE: ("window", "condition", "reference")}

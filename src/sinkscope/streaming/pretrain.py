@@ -24,6 +24,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.llama.modeling_llama import repeat_kv
 
 from .. import training
+from .exhibit_tables import EMERGENCE
 
 VARIANTS = ("vanilla", "zero_sink", "sink_token", "learned_sink")
 SINK_TOKEN = 256
@@ -99,6 +100,17 @@ def corpus_bytes(text: str, held_out: float) -> tuple[np.ndarray, np.ndarray]:
     return data[:cut], data[cut:]
 
 
+def probe_windows(held_out: np.ndarray, windows: int, context: int) -> torch.Tensor:
+    """The first `windows` held-out windows of `context` bytes, (windows, context): what S7 reads
+    attention on, and what pretraining logs the emergence of sinks on."""
+    if len(held_out) < windows * context:
+        raise ValueError(
+            f"{windows} windows of {context} bytes need {windows * context} held-out bytes; "
+            f"the corpus holds out {len(held_out)}"
+        )
+    return torch.from_numpy(held_out[: windows * context].copy().reshape(windows, context))
+
+
 def checkpoint_dir(model_path: str | Path) -> Path:
     """Where the pretraining of the model saved at `model_path` keeps its checkpoints."""
     return Path(model_path).parent / ".checkpoints"
@@ -115,8 +127,15 @@ def train(
     checkpoints: str | Path | None = None,
     device: str = "cpu",
     precision: str = "float32",
+    probe: torch.Tensor | None = None,
+    probe_every: int = 0,
 ) -> tuple[LlamaForCausalLM, list[dict[str, float]]]:
     """Train one variant: AdamW, linear warm-up then cosine decay; returns the model and losses.
+
+    With held-out `probe` windows, every `probe_every` steps and at the last the log also holds
+    the sinks as they emerge: the first token's attention share and the sink rate on the probe
+    (`sink_eval.attention_mass`, means over windows and layers, as S7 reads them), beside the
+    tokens seen so far; the other steps' rows leave them empty.
 
     With a `checkpoints` folder (e.g. `checkpoint_dir` of the output) an interrupted run resumes
     from its last checkpoint there; without one nothing is saved. The steps run in float32, or
@@ -156,7 +175,10 @@ def train(
         return loss, (loss,)
 
     def log(done: int, records: list[list[float]]) -> dict[str, float]:
-        return {"step": done - 1, "loss": records[0][0]}  # one row per step, by its index
+        row = {"step": done - 1, "loss": records[0][0], "tokens": done * batch_size * body}
+        if probe is not None and probe_every and (done % probe_every == 0 or done == steps):
+            row |= sinks_on(model, variant, probe)
+        return row  # one row per step, by its index
 
     checkpoint = None
     if checkpoints is not None:
@@ -189,6 +211,19 @@ def train(
         desc=f"train {variant}",
     )
     return model.eval(), history
+
+
+@torch.no_grad()
+def sinks_on(model: LlamaForCausalLM, variant: str, probe: torch.Tensor) -> dict[str, float]:
+    """The first token's attention share and the sink rate of `model` on the `probe` windows,
+    means over windows and layers; the model is left in the mode it was in."""
+    from .sink_eval import attention_mass
+
+    was_training = model.training
+    model.eval()
+    rows = attention_mass(model, variant, probe)
+    model.train(was_training)
+    return {name: float(np.mean([row[name] for row in rows])) for name in EMERGENCE}
 
 
 def save(model: LlamaForCausalLM, variant: str, arch: dict[str, int], path, prov: dict) -> None:

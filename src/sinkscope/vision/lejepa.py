@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import training
-from . import augment, datasets, sigreg
+from . import augment, datasets, emergence, sigreg
 from .models import SinkscopeViT, ViTConfig, build
 
 CURVE_COLUMNS = [
@@ -64,6 +64,7 @@ class TrainConfig:
     workers: int = 0
     precision: str = "float32"  # bfloat16: autocast of the forward passes where native
     grad_checkpointing: bool = False  # recompute block activations in the backward pass
+    emergence_images: int = 0  # held-out images the sinks are counted on at each log step
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,11 @@ def train(
     checkpoint: str | Path,
     device: str = "cpu",
     desc: str = "lejepa",
+    first_counted_layer: int = 1,
 ) -> tuple[SinkscopeViT, pd.DataFrame]:
-    """Train (or resume from `checkpoint`) to `tcfg.steps`; return the encoder and the log."""
+    """Train (or resume from `checkpoint`) to `tcfg.steps`; return the encoder and the log. With
+    `tcfg.emergence_images`, each log row also counts the sink events per image on that many
+    held-out images (`emergence.sinks_per_image`, layers from `first_counted_layer` on)."""
     encoder = build(vit, seeds.init)
     with torch.random.fork_rng(devices=[]):  # the projector and probe from the init seed too
         torch.manual_seed(seeds.init + 1)
@@ -177,6 +181,7 @@ def train(
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(tcfg))
     mean, std = preprocessing["mean"], preprocessing["std"]
     t = sigreg.knots(tcfg.knots, tcfg.t_max, device=device)
+    probe_images = held_out.subset(tcfg.emergence_images)
     held_out = held_out.subset(tcfg.eval_images)
 
     def batches(start: int):
@@ -214,7 +219,14 @@ def train(
         means = np.mean(records, axis=0)
         eval_acc = probe_accuracy(model, held_out, mean, std, tcfg.batch_size, device)
         values = [done, *means.tolist(), eval_acc, sched.get_last_lr()[0]]
-        return dict(zip(CURVE_COLUMNS, values, strict=True))
+        row = dict(zip(CURVE_COLUMNS, values, strict=True))
+        if tcfg.emergence_images:
+            model.eval()
+            for images, _ in datasets.batches(probe_images, len(probe_images)):
+                pixels = augment.normalise(images.to(device).float() / 255, mean, std)
+                row |= emergence.sinks_per_image(model.encoder, pixels, first_counted_layer)
+            model.train()
+        return row
 
     rows = training.run(
         model,
@@ -232,7 +244,8 @@ def train(
         desc=desc,
     )
     model.encoder.set_grad_checkpointing(False)
-    return model.encoder.eval(), pd.DataFrame(rows, columns=CURVE_COLUMNS)
+    columns = CURVE_COLUMNS + (list(emergence.COLUMNS) if tcfg.emergence_images else [])
+    return model.encoder.eval(), pd.DataFrame(rows, columns=columns)
 
 
 def fit(
@@ -247,6 +260,7 @@ def fit(
     checkpoint_dir: str | Path,
     device: str = "cpu",
     desc: str = "lejepa",
+    first_counted_layer: int = 1,
 ) -> tuple[SinkscopeViT, pd.DataFrame]:
     """`train` with a checkpoint in `checkpoint_dir` named by everything that determines the
     run, its code included (an interrupted job resumes from it; a finished one leaves none)."""
@@ -260,8 +274,20 @@ def fit(
         n_classes,
         preprocessing,
         len(data),
-        code=(train, build, augment, datasets, sigreg),
+        first_counted_layer,
+        code=(train, build, augment, datasets, sigreg, emergence),
     )
     return train(
-        vit, views, tcfg, seeds, data, held_out, n_classes, preprocessing, path, device, desc
+        vit,
+        views,
+        tcfg,
+        seeds,
+        data,
+        held_out,
+        n_classes,
+        preprocessing,
+        path,
+        device,
+        desc,
+        first_counted_layer,
     )

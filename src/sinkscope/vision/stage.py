@@ -50,8 +50,10 @@ def train_variant(
     replicate: int,
     table: pd.DataFrame | None,
     device: str,
+    first_counted_layer: int = 1,
 ) -> tuple[SinkscopeViT, pd.DataFrame, dict[str, Any]]:
-    """Train replicate `replicate` of `variant`; return the encoder, its log and its manifest."""
+    """Train replicate `replicate` of `variant`; return the encoder, its log (with the sinks
+    counted from layer `first_counted_layer` on as they emerge) and its manifest."""
     vit = ViTConfig.of_variant(variant, settings["arch"])
     seeds = lejepa.Seeds(
         init=settings["seeds"]["init"] + replicate, data=settings["seeds"]["data"] + replicate
@@ -72,6 +74,7 @@ def train_variant(
         settings["checkpoints"],
         device,
         desc=name,
+        first_counted_layer=first_counted_layer,
     )
     procedural = settings["data"]["source"] == "procedural"
     manifest = {
