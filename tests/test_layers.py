@@ -31,7 +31,9 @@ LAYERS = {
     ),
     **dict.fromkeys(["models", "data"], LIBRARY),
     **dict.fromkeys(["toys", "streaming", "vision", "extract", "diagnostics"], STAGE),
-    **dict.fromkeys(["exhibits", "scorecard", "jobs", "cli", "audit", "atlas", "run_cost"], TOP),
+    **dict.fromkeys(
+        ["exhibits", "scorecard", "jobs", "cli", "audit", "atlas", "run_cost", "docs"], TOP
+    ),
 }
 NAMES = {BOTTOM: "bottom", LIBRARY: "models/data", STAGE: "stage", TOP: "top"}
 

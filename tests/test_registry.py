@@ -69,15 +69,6 @@ def test_s8_pairs_must_name_models_of_the_run(default_config):
         Plan(config)
 
 
-def test_readme_links_each_exhibit_to_its_module_rules_and_outputs():
-    readme = (REPO / "README.md").read_text()
-    for exhibit in EXHIBITS:
-        row = next(line for line in readme.splitlines() if line.startswith(f"| {exhibit} |"))
-        assert f"src/sinkscope/exhibits/{exhibit.lower()}.py" in row
-        assert f"tables_{exhibit}" in row and f"results/{exhibit}/" in row
-        assert f"figures/{exhibit}.png" in row
-
-
 def test_a_claim_model_outside_the_exhibit_is_not_run_never_substituted(default_config):
     assert set(claimed(Plan(default_config))) == set(active(Plan(default_config)))
     diagnostics = default_config["diagnostics"]

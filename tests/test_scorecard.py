@@ -482,17 +482,6 @@ def test_forest_plot_colours_replications_and_draws_extensions_and_checks_apart(
     assert title.endswith("drawn apart in grey: 1")
 
 
-def test_exhibits_doc_lists_every_threshold_of_the_catalogue():
-    """The docs' table of thresholds and controls is the one the catalogue generates."""
-    text = EXHIBITS_DOC.read_text()
-    table = text[text.index(THRESHOLD_HEADER) :]
-    table = table[: table.index("\n\n") + 1]
-    assert table == threshold_table(load_claims()), (
-        "regenerate the table in docs/exhibit-reference.md with `python -c 'from sinkscope."
-        "catalogue import load_claims, threshold_table; print(threshold_table(load_claims()))'`"
-    )
-
-
 def test_s5_figure_takes_the_paper_value_from_the_catalogue(monkeypatch):
     """A setting of the figure job, so that editing the catalogue entry redraws the figure."""
     plan = Plan(load_config([REPO / "config" / "config.yaml"]))
