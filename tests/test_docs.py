@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
+import jinja2
 import pytest
 
 from sinkscope import docs
 from sinkscope.catalogue import THRESHOLD_HEADER, load_claims, threshold_table
+from sinkscope.config import load_config
 from sinkscope.exhibits.registry import EXHIBITS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,3 +57,21 @@ def test_a_file_without_its_table_names_the_header(tmp_path):
         (tmp_path / name).write_text("no table here\n")
     with pytest.raises(ValueError, match="README.md: no table starting with"):
         docs.stale(tmp_path)
+
+
+@pytest.mark.parametrize("scale", [[], ["smoke.yaml"], ["paper.yaml"]])
+def test_report_captions_render_the_settings_they_name_from_the_config(scale):
+    """Snakemake renders each caption with Jinja2 (`snakemake.config` among its names): every
+    setting a caption names exists at every scale, and U1's recipe is the config's."""
+    config = load_config([REPO / "config" / "config.yaml", *(REPO / "config" / s for s in scale)])
+    snakemake = SimpleNamespace(config=config)
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    rendered = {
+        path.stem: env.from_string(path.read_text()).render(snakemake=snakemake)
+        for path in sorted((REPO / "workflow" / "report").glob("*.rst"))
+    }
+    train = config["toys"]["U1"]["train"]
+    assert f"AdamW (lr {train['lr']}, weight decay\n{train['weight_decay']}" in rendered["U1"]
+    sinks = ", ".join(map(str, config["streaming"]["ppl"]["sinks"]))
+    assert f"Perplexity with\n{sinks} initial tokens" in rendered["S4"]
+    assert not any("{{" in text for text in rendered.values())
