@@ -158,7 +158,7 @@ def _emergence_panels(ax_share, ax_rate, found: pd.DataFrame) -> None:
             )
             continue
         for variant, part in found.groupby("variant", sort=False):
-            ax.plot(part.tokens, part[column], "o-", ms=3, label=variant)
+            ax.plot(part.tokens / 1e3, part[column], "o-", ms=3, label=variant)
         ax.axhline(threshold, ls=":", c="gray", label=f"control threshold {threshold:g}")
-        ax.set(xlabel="tokens seen in training", ylabel=label)
+        ax.set(xlabel="tokens (bytes) seen in training, thousands", ylabel=label)
         ax.legend(fontsize=7)
