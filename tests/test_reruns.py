@@ -66,6 +66,7 @@ READS = {
         "streaming.pretrain.precision",
         "streaming.pretrain.held_out",
         "streaming.pretrain.seeds",
+        "streaming.pretrain.emergence",
         "device",
     ],
     "streaming_sink_eval": [
@@ -94,6 +95,7 @@ READS = {
         "mitigation.views",
         "mitigation.train",
         "mitigation.checkpoints",
+        "diagnostics.first_counted_layer",
         "device",
     ],
     "mitigation_probe": [
