@@ -15,6 +15,14 @@ SCHEMA = REPO / "src" / "sinkscope" / "schema.yaml"
 os.environ.setdefault("TQDM_DISABLE", "1")  # quiet progress bars in tests
 
 
+@pytest.fixture(autouse=True)
+def close_figures():
+    """Close the figures a test drew (pyplot keeps every open figure alive)."""
+    yield
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+
+
 @pytest.fixture
 def one_thread():
     """One torch thread: for tiny models a second one only waits on the first (and on neighbours
