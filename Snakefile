@@ -42,5 +42,5 @@ rule all:
         exhibit_targets(),
         rules.scorecard.output,
         rules.run_cost.output,
-        [f"results/atlas/{name}/atlas.html" for name in config["models"]],
+        atlas_targets(),
     default_target: True

@@ -61,6 +61,11 @@ def figure_files(exhibit):
     return [f"figures/{exhibit}.png", f"figures/{exhibit}.pdf"]
 
 
+def atlas_targets():
+    """The atlas page of every model of this scale."""
+    return [f"results/atlas/{name}/atlas.html" for name in config["models"]]
+
+
 def exhibit_targets():
     """Every table, claims file and figure of the exhibits this scale runs."""
     return [

@@ -37,10 +37,12 @@ rule scorecard:
 
 rule run_cost:
     """Wall time, CPU time and peak memory per rule, summed over the benchmark files of the jobs
-    that produced the current results (each job's latest run)."""
+    that produced the current results (each job's latest run): it waits for every other target of
+    the run, the atlas pages included, so that no job's benchmark is written after it."""
     input:
         exhibit_targets(),
         rules.scorecard.output,
+        atlas_targets(),
     output:
         table="results/run_cost.csv",
         table_prov="results/run_cost.csv.prov.json",
