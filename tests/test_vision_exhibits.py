@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
+from sinkscope import diagnostics as dx
 from sinkscope import scorecard, stats
 from sinkscope.exhibits import Measured, s8, u8, u9
 from sinkscope.exhibits.registry import EXHIBITS, Plan
@@ -289,7 +290,8 @@ def test_u9_counts_as_the_reference_code_does_beside_its_own_rule(tmp_path):
     columns = ["sample", "head", "sink", "event_relaxed", "ratio_head", "ratio_out", "srank"]
     heads = pd.DataFrame(rows, columns=columns).assign(layer=[1, 1, 1, 1, 0])
     models = {"vit-baseline-s0": {"variant": "baseline", "seed": 0, "registers": 0}}
-    found = u9._reference_rule({"vit-baseline-s0": heads}, models, first_counted_layer=1)
+    events = {"vit-baseline-s0": dx.events(heads, first_counted_layer=1, registers=0)}
+    found = u9._reference_rule({"vit-baseline-s0": heads}, events, models)
     row = found.iloc[0]
     assert row["images"] == 2 and row["all_per_image"] == 1.5 and row["on_cls_per_image"] == 0.5
     for column in ("NOP-like", "broadcast-like", "between", "pipeline_NOP", "pipeline_Broadcast"):

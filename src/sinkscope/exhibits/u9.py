@@ -46,13 +46,14 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
     (`images`), their summary per variant, and the scale of every model (`models`)."""
     models = settings["models"]
     heads = read_tables(inputs["heads"], list(models))
-    events = _events(heads, models, settings["first_counted_layer"])
-    images = _images(heads, models, settings["first_counted_layer"])
+    first = settings["first_counted_layer"]
+    found = {m: dx.events(h, first, models[m]["registers"]) for m, h in heads.items()}
+    events = _events(heads, found, models)
     return {
         "table": _summary(events, settings["variants"]),
         "events": events,
-        "images": images,
-        "reference": _reference_rule(heads, models, settings["first_counted_layer"]),
+        "images": _images(heads, found, models),
+        "reference": _reference_rule(heads, found, models),
         "emergence": _emergence(inputs["curves"], models),
         "models": _scale(inputs["manifests"], models, settings["batch_size"]),
     }
@@ -82,24 +83,24 @@ REFERENCE_CLASSES = ["NOP-like", "broadcast-like", "between"]
 
 
 def _reference_rule(
-    heads: dict[str, pd.DataFrame], models: dict[str, dict], first_counted_layer: int
+    heads: dict[str, pd.DataFrame], found: dict[str, pd.DataFrame], models: dict[str, dict]
 ) -> pd.DataFrame:
     """Per model, its sink events per image as the reference code counts them for its table of
     sinks per image (`lejepa_sinks/sink_table.py`): the same relaxed events at the dominant
     column over all queries, blocks from `first_counted_layer` on, classed by the raw value-norm
     ratio before W_O alone (`metrics.value_ratio_class`), beside this pipeline's NOP and
-    Broadcast (projected ratio and stable rank), and those on the first token (CLS)."""
+    Broadcast (projected ratio and stable rank), and those on the first token (CLS); `found`:
+    each model's counted events (`diagnostics.events`)."""
     rows = []
     for name, table in heads.items():
-        info = models[name]
-        found = dx.events(table, first_counted_layer, info["registers"])
-        reference = pd.Series(metrics.value_ratio_class(found.ratio_head))
+        info, events = models[name], found[name]
+        reference = pd.Series(metrics.value_ratio_class(events.ratio_head))
         n_images = table["sample"].nunique()
         counts = {
-            "all": len(found),
-            "on_cls": int((found.location == "first").sum()),
+            "all": len(events),
+            "on_cls": int((events.location == "first").sum()),
             **{cls: int((reference == cls).sum()) for cls in REFERENCE_CLASSES},
-            **{f"pipeline_{cls}": int((found.sink_class == cls).sum()) for cls in CLASSES[:2]},
+            **{f"pipeline_{cls}": int((events.sink_class == cls).sum()) for cls in CLASSES[:2]},
         }
         rows.append(
             {
@@ -123,14 +124,13 @@ def _scale(manifests: list[str], models: dict[str, dict], batch_size: int) -> pd
 
 
 def _events(
-    heads: dict[str, pd.DataFrame], models: dict[str, dict], first_counted_layer: int
+    heads: dict[str, pd.DataFrame], found: dict[str, pd.DataFrame], models: dict[str, dict]
 ) -> pd.DataFrame:
     """Per model, class and location: the event count and the events per image."""
     rows = []
     for name, table in heads.items():
         info = models[name]
-        found = dx.events(table, first_counted_layer, info["registers"])
-        counts = found.groupby(["sink_class", "location"]).size()
+        counts = found[name].groupby(["sink_class", "location"]).size()
         n_images = table["sample"].nunique()
         for cls in CLASSES:
             for location, label in LOCATIONS.items():
@@ -152,18 +152,17 @@ def _events(
 
 
 def _images(
-    heads: dict[str, pd.DataFrame], models: dict[str, dict], first_counted_layer: int
+    heads: dict[str, pd.DataFrame], found: dict[str, pd.DataFrame], models: dict[str, dict]
 ) -> pd.DataFrame:
     """Per model and image (sample): the events of each class and location (columns
     `<class>_<location>`, e.g. `NOP_cls`, and `<class>` for all locations)."""
     frames = []
     for name, table in heads.items():
-        info = models[name]
-        found = dx.events(table, first_counted_layer, info["registers"])
-        column = found.sink_class.astype(str) + "_" + found.location.map(LOCATIONS)
+        info, events = models[name], found[name]
+        column = events.sink_class.astype(str) + "_" + events.location.map(LOCATIONS)
         samples = pd.Index(sorted(table["sample"].unique()), name="sample")
         columns = [f"{c}_{label}" for c in CLASSES for label in LOCATIONS.values()]
-        frame = pd.crosstab(found["sample"], column).reindex(
+        frame = pd.crosstab(events["sample"], column).reindex(
             index=samples, columns=columns, fill_value=0
         )
         for cls in CLASSES:

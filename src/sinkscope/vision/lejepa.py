@@ -181,7 +181,11 @@ def train(
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(tcfg))
     mean, std = preprocessing["mean"], preprocessing["std"]
     t = sigreg.knots(tcfg.knots, tcfg.t_max, device=device)
-    probe_images = held_out.subset(tcfg.emergence_images)
+    probe_pixels = None  # the held-out images the sinks are counted on, normalised once
+    if tcfg.emergence_images:
+        probe = held_out.subset(tcfg.emergence_images)
+        images, _ = next(iter(datasets.batches(probe, len(probe))))
+        probe_pixels = augment.normalise(images.to(device).float() / 255, mean, std)
     held_out = held_out.subset(tcfg.eval_images)
 
     def batches(start: int):
@@ -220,11 +224,9 @@ def train(
         eval_acc = probe_accuracy(model, held_out, mean, std, tcfg.batch_size, device)
         values = [done, *means.tolist(), eval_acc, sched.get_last_lr()[0]]
         row = dict(zip(CURVE_COLUMNS, values, strict=True))
-        if tcfg.emergence_images:
+        if probe_pixels is not None:
             model.eval()
-            for images, _ in datasets.batches(probe_images, len(probe_images)):
-                pixels = augment.normalise(images.to(device).float() / 255, mean, std)
-                row |= emergence.sinks_per_image(model.encoder, pixels, first_counted_layer)
+            row |= emergence.sinks_per_image(model.encoder, probe_pixels, first_counted_layer)
             model.train()
         return row
 
