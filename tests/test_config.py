@@ -10,7 +10,7 @@ from conftest import REPO
 from sinkscope.config import ConfigError, load_config, merge, schema_path, validate_config
 
 
-@pytest.mark.parametrize("override", [None, "paper.yaml", "smoke.yaml"])
+@pytest.mark.parametrize("override", [None, "extended.yaml", "paper.yaml", "smoke.yaml"])
 def test_shipped_configs_are_valid(override):
     paths = [REPO / "config" / "config.yaml"]
     if override:

@@ -16,6 +16,7 @@ from sinkscope.exhibits import u1, u2
 from sinkscope.exhibits.u1 import intervention
 from sinkscope.exhibits.u1 import model_config as u1_model_config
 from sinkscope.toys.analysis import (
+    CONVERGED_FALL,
     convergence,
     fall_over_training,
     late_change,
@@ -287,13 +288,42 @@ def test_convergence_control_over_runs():
         for seed, loss in enumerate([falling, flat])
     )
     value, note, interval = convergence(curves, ["seed"])
-    falls = [100 * 0.4 / 0.6, 100 * 0.002 / 0.198]
-    assert value == pytest.approx(np.mean(falls))
-    assert note.endswith("per run: 66.7, 1.0; training steps in float32")
+    # judged at steps 800, 900 and 1000; the widest interval is at 800, where the run that
+    # levels off at 800 is still falling (600-800) and the other has not yet started to
+    at_800 = [100 * late_fall(c[c.step <= 800]) for _, c in curves.groupby("seed")]
+    assert at_800 == pytest.approx([0.0, 100.0], abs=1e-9)
+    assert value == pytest.approx(np.mean(at_800))
+    assert note.endswith("reported: step 800, per run: -0.0, 100.0; training steps in float32")
+    assert "as if training had ended at 80%, 90%, 100% of its steps" in note
     assert interval.basis == "seeds" and interval.n == 2 and interval.high > 5
     value, _, interval = convergence(curves[curves.seed == 1], ["seed"], "replicates")
-    assert value == pytest.approx(falls[1])  # one run decides nothing
+    assert value == pytest.approx(100.0)  # one run: its worst end (800); it decides nothing
     assert (interval.low, interval.high, interval.basis) == (-np.inf, np.inf, "replicates")
+
+
+def test_a_curve_flat_by_chance_at_its_end_is_not_converged():
+    # every run falls steadily and pauses over its last fifth only: flat at the end, falling
+    # as seen from 80 % and 90 % of training
+    step = np.arange(0, 1001, 100)
+    curves = pd.concat(
+        pd.DataFrame(
+            {
+                "step": step,
+                "eval_loss": np.where(step <= 800, 1.0 - 0.0008 * step, 0.36) + jitter,
+                "seed": seed,
+                "precision": "float32",
+            }
+        )
+        for seed, jitter in enumerate([0.0, 0.001, -0.001])
+    )
+    end_only = [100 * late_fall(curve) for _, curve in curves.groupby("seed")]
+    assert max(end_only) < CONVERGED_FALL * 100  # judged at the end alone: converged
+    value, note, interval = convergence(curves, ["seed"])
+    assert interval.low > CONVERGED_FALL * 100  # judged at three ends: not converged
+    assert "reported: step 800" in note and "step 1000: 0.0 [-0.0, 0.0]" in note
+    flat = curves.assign(eval_loss=0.36 + 0.001 * curves.seed)
+    value, note, interval = convergence(flat, ["seed"])  # flat at every end: converged
+    assert interval.high < CONVERGED_FALL * 100 and value == pytest.approx(0.0, abs=1e-9)
 
 
 def test_the_convergence_control_over_training_ends_at_each_logged_step():

@@ -19,6 +19,7 @@ for exhibit in EXHIBITS.values():
             settings=exhibit.settings(PLAN, "tables"),
             code=code_of("exhibit_tables.py", exhibit.module),
         threads: threads
+        priority: exhibit.runtime  # the longest first: on few cores a long job started last is the run's tail
         log:
             f"logs/{exhibit.id}/tables.log",
         benchmark:
