@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -456,3 +458,71 @@ def test_negative_control_makes_as_many_random_other_heads_uniform():
         assert not np.allclose(
             found.loc["random", draw].loc[final], found.loc["original", 0].loc[final]
         )
+
+
+def _small_llama(seed: int) -> transformers.LlamaForCausalLM:
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(seed)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def test_hooks_of_two_models_stay_with_their_model():
+    """Nested `hooked` contexts: each model's attention calls its own hook, the outer one
+    still after the inner context has closed."""
+    models = [_small_llama(0), _small_llama(1)]
+    ids = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(0))
+    seen = {0: [], 1: []}
+
+    def keeper(which):
+        def keep(module, probs, values, visible, mixed):
+            seen[which].append(module)
+            return probs
+
+        return keep
+
+    own = [{layer.attention for layer in attention_layers(m)} for m in models]
+    with torch.no_grad(), hooked(models[0], keeper(0)):
+        with hooked(models[1], keeper(1)):
+            forward(models[0], {"input_ids": ids})
+            forward(models[1], {"input_ids": ids})
+        forward(models[0], {"input_ids": ids})
+    assert len(seen[0]) == 4 and set(seen[0]) == own[0]
+    assert len(seen[1]) == 2 and set(seen[1]) == own[1]
+
+
+def test_two_extractions_run_at_once():
+    """Two threads extract from two models at the same time (each waits in its first layer
+    until the other is inside its forward pass too) and get what each gets alone."""
+    models = [_small_llama(0), _small_llama(1)]
+    inputs = {"input_ids": torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))}
+    with torch.no_grad():
+        alone = [Extractor(m).run(inputs, np.array([0, 1]))[0] for m in models]
+    both_inside = threading.Barrier(2, timeout=60)
+
+    def wait_for_the_other(module, args):
+        both_inside.wait()
+
+    for model in models:
+        model.base_model.layers[0].register_forward_pre_hook(wait_for_the_other)
+    found = {}
+
+    def extract(which):
+        with torch.no_grad():
+            found[which] = Extractor(models[which]).run(inputs, np.array([0, 1]))[0]
+
+    threads = [threading.Thread(target=extract, args=(which,)) for which in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for which in (0, 1):
+        pd.testing.assert_frame_equal(found[which], alone[which])
+    assert not alone[0][COLUMNS].equals(alone[1][COLUMNS])  # the two models differ

@@ -3,8 +3,9 @@ each layer's attention with its projections, `hooked(model, hook)` runs the mode
 attention that calls `hook(module, probs, values, visible, mixed)` on every layer before the
 output is formed (a returned tensor replaces the probabilities), `forward(model, inputs)` runs
 its body. transformers models use the `sinkscope` attention implementation (registered in
-transformers' AttentionInterface); a timm ViT runs its own eager path with module hooks on its
-qkv projection and after its softmax.
+transformers' AttentionInterface), which finds the hook on the attention module it is called
+for; a timm ViT runs its own eager path with module hooks on its qkv projection and after its
+softmax. No state outside the hooked model: several models can run hooked at once.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from .. import metrics
 
 IMPLEMENTATION = "sinkscope"
 
-# The hook the attention function calls: (module, probs, values, visible, mixed) -> probs, where
-# mixed = A V (`metrics.head_update`); returning other probabilities replaces the attention.
-_hook: Callable | None = None
+# The attribute under which a hooked model's modules carry the hook the attention function calls:
+# (module, probs, values, visible, mixed) -> probs, where mixed = A V (`metrics.head_update`);
+# returning other probabilities replaces the attention.
+HOOK = "_sinkscope_hook"
 
 
 def _attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
@@ -42,10 +44,10 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
     if attention_mask is not None:
         scores = scores + attention_mask[..., : key.shape[-2]]
     probs = torch.softmax(scores, dim=-1)
-    mixed = None
-    if _hook is not None:  # the hook's A V is the attention output, unless it changes the probs
+    mixed, hook = None, getattr(module, HOOK, None)
+    if hook is not None:  # the hook's A V is the attention output, unless it changes the probs
         mixed = metrics.head_update(probs, value)
-        changed = _hook(module, probs, value.to(wide), _visibility(attention_mask, probs), mixed)
+        changed = hook(module, probs, value.to(wide), _visibility(attention_mask, probs), mixed)
         if changed is not probs:
             probs, mixed = changed, None
     if mixed is None or (module.training and dropout):
@@ -155,8 +157,8 @@ def _is_timm(model: torch.nn.Module) -> bool:
     return not hasattr(model, "set_attn_implementation")
 
 
-def _timm_hooks(attention: torch.nn.Module) -> list:
-    """Hooks handing a timm attention's probabilities and values to the active hook."""
+def _timm_hooks(attention: torch.nn.Module, hook: Callable) -> list:
+    """Module hooks handing a timm attention's probabilities and values to `hook`."""
     kept = {}
 
     def keep_values(module, args, qkv):
@@ -167,7 +169,7 @@ def _timm_hooks(attention: torch.nn.Module) -> list:
         visible = torch.ones(1, 1, *probs.shape[-2:], dtype=torch.bool, device=probs.device)
         wide = torch.promote_types(probs.dtype, torch.float32)
         seen, values = probs.to(wide), kept.pop("values").transpose(1, 2).to(wide)
-        changed = _hook(attention, seen, values, visible, metrics.head_update(seen, values))
+        changed = hook(attention, seen, values, visible, metrics.head_update(seen, values))
         return probs if changed is seen else changed.to(probs.dtype)
 
     return [
@@ -179,28 +181,30 @@ def _timm_hooks(attention: torch.nn.Module) -> list:
 @contextmanager
 def hooked(model: torch.nn.Module, hook: Callable) -> Iterator[None]:
     """Run `model` with eager attention, calling `hook` on every layer's attention."""
-    global _hook
     handles = []
     if _is_timm(model):
         attentions = [block.attn for block in model.blocks]
         fused = [attention.fused_attn for attention in attentions]
         for attention in attentions:
             attention.fused_attn = False
-            handles += _timm_hooks(attention)
+            handles += _timm_hooks(attention, hook)
     else:
         previous = model.config._attn_implementation
         model.set_attn_implementation(IMPLEMENTATION)
-    _hook = hook
+        modules = list(model.modules())  # the attention function gets one of them
+        for module in modules:
+            setattr(module, HOOK, hook)
     try:
         yield
     finally:
-        _hook = None
         for handle in handles:
             handle.remove()
         if _is_timm(model):
             for attention, flag in zip(attentions, fused, strict=True):
                 attention.fused_attn = flag
         else:
+            for module in modules:
+                delattr(module, HOOK)
             model.set_attn_implementation(previous)
 
 
