@@ -62,13 +62,6 @@ def test_u6_runs_only_with_a_register_model(default_config):
     assert "U6" not in active(Plan(without))
 
 
-def test_s8_pairs_must_name_models_of_the_run(default_config):
-    s8 = {**default_config["mitigation"]["s8"], "pairs": [["dinov2-g", "dinov2-g-reg"]]}
-    config = {**default_config, "mitigation": {**default_config["mitigation"], "s8": s8}}
-    with pytest.raises(ValueError, match="'mitigation.s8.pairs' names"):
-        Plan(config)
-
-
 def test_a_claim_model_outside_the_exhibit_is_not_run_never_substituted(default_config):
     assert set(claimed(Plan(default_config))) == set(active(Plan(default_config)))
     diagnostics = default_config["diagnostics"]

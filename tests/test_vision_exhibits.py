@@ -690,12 +690,6 @@ def test_registry_gives_one_input_per_model(smoke_config):
     assert EXHIBITS["S8"].settings(plan, "claims")["claim_model"] == "baseline / registers"
 
 
-def test_s8_pairs_must_be_models(smoke_config):
-    smoke_config["mitigation"]["s8"]["pairs"] = [["not-a-model", smoke_config["models"][0]]]
-    with pytest.raises(ValueError, match=r"'mitigation.s8.pairs' names \['not-a-model'\]"):
-        Plan(smoke_config).s8_pairs()
-
-
 def test_rule_params_hold_only_what_each_job_reads(smoke_config):
     settings = smoke_config["mitigation"]
     training, probing = params.training(settings), params.probing(settings)

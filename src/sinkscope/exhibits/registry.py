@@ -31,7 +31,6 @@ class Plan:
         self.trained = trained_models(config["mitigation"])
         if clash := sorted(set(self.trained) & set(config["registry"])):
             raise ValueError(f"registry models {clash} have the names of trained ViTs; rename them")
-        self.s8_pairs()  # a pair naming a model that is not run stops here, naming the key
 
     def get(self, key: str) -> Any:
         """The config value at a dotted key, e.g. `toys.U1` or `streaming.ppl.cache`."""
@@ -56,14 +55,10 @@ class Plan:
         ]
 
     def s8_pairs(self) -> dict[str, dict[str, Any]]:
-        """{model: pair label, role (without / with registers), seed} of the S8 models."""
+        """{model: pair label, role (without / with registers), seed} of the S8 models (named
+        pairs are models of the run: `config.cross_field_problems` checks it)."""
         settings = self.config["mitigation"]
         if settings["s8"]["pairs"]:
-            named = {m for pair in settings["s8"]["pairs"] for m in pair}
-            if missing := sorted(named - set(self.config["models"])):
-                raise ValueError(
-                    f"'mitigation.s8.pairs' names {missing}, which are not in 'models'"
-                )
             return {
                 m: {"pair": " / ".join(pair), "role": role, "seed": 0}
                 for pair in settings["s8"]["pairs"]
