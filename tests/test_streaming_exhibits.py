@@ -207,7 +207,6 @@ def test_s3_s4_claims_name_the_other_models_and_figures_wrap(tmp_path):
         "2 blocks of 2; PPL over the 20 positions all counts scored: 0+16 "
     )
     assert isinstance(s4.figure(sinks, {"cache": 16, "scale": "t"}), Figure)
-    assert s4.claims(sinks, {"claim_model": "x", "cache": 16, "scale": "t"}) == {}
 
 
 # --- crafted tables on both sides of each check: value, interval, verdict, note -------------

@@ -28,8 +28,6 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
     per_input = tables["per_input"][tables["per_input"].model == model]
-    if per_input.empty:
-        return {}  # the claim model is not in this run: its claims are not measured
     grids = dx.grid(per_input, ["sample", "layer"], ["nonpositive_share", "first_share"])
     layer = pd.Series(np.arange(grids.shape[1]))
     middle = layer[dx.third(layer, 1)].to_numpy()

@@ -94,8 +94,6 @@ def _intervention(rows: pd.DataFrame, min_rate: float) -> tuple[float, str, Inte
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model, min_rate = settings["claim_model"], settings["min_event_rate"]
     table = tables["table"][tables["table"].model == model]
-    if table.empty:
-        return {}  # the claim model is not in this run: its claims are not measured
     counted = table[table.layer >= settings["first_counted_layer"]]
     keys = ["sample", "layer", "head"]
     events = dx.grid(counted, keys, "event_relaxed").astype(float)

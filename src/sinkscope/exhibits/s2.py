@@ -42,8 +42,6 @@ def lowest(rates: np.ndarray) -> float:
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
     part = tables["per_input"][tables["per_input"].model == model]
-    if part.empty:
-        return {}  # the claim model is not in this run: its claims are not measured
     rates = dx.grid(part, ["sample", "layer"], "sink_rate")  # (windows, layers), %
     shares = dx.grid(part, ["sample", "layer"], "first_share")
     n_windows, n_layers = rates.shape

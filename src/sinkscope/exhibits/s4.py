@@ -103,8 +103,6 @@ def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.D
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     table, model, cache = tables["ppl"], settings["claim_model"], settings["cache"]
     part = table[table.model == model]
-    if part.empty:
-        return {}  # the claim model is not in this run: its claims are not measured
     blocks = tables["blocks"][tables["blocks"].model == model]
     others = [m for m in dict.fromkeys(table.model) if m != model]
     scored = f"PPL over the {int(part.tokens.max())} positions all counts scored: " + ", ".join(

@@ -39,7 +39,8 @@ def on_targets(
 ) -> dict[str, Measured]:
     """The claims of a diagnostics exhibit on each target whose model its settings name:
     `measure(tables, model, target)` gives {name: Measured}, claimed as
-    `<exhibit>.<target prefix><name>` (a model absent from the tables: no claims)."""
+    `<exhibit>.<target prefix><name>` (the registry runs a claims job only where the
+    claim model is in the run, and the config check puts the text claim model in it)."""
     found = {}
     for target in TARGETS:
         if (model := settings.get(target.setting)) is not None:

@@ -56,8 +56,6 @@ def measure(
     tables: dict[str, pd.DataFrame], model: str, target: ClaimTarget
 ) -> dict[str, Measured]:
     per_input = tables["per_input"][tables["per_input"].model == model]
-    if per_input.empty:
-        return {}  # the model is not in this run: its claims are not measured
     counts = dx.grid(per_input, ["sample", "layer"], dx.LOCATIONS)  # (inputs, layers, locations)
     layer = pd.Series(np.arange(counts.shape[1]))
     early, deep = (layer[dx.third(layer, which)].to_numpy() for which in (0, 2))

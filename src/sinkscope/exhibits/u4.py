@@ -54,8 +54,6 @@ def neighbours_rate(events: np.ndarray) -> float:
 def measure(
     tables: dict[str, pd.DataFrame], model: str, target: ClaimTarget
 ) -> dict[str, Measured]:
-    if model not in set(tables["table"].model):
-        return {}  # the model is not in this run: its claims are not measured
     per_input = tables["per_input"][tables["per_input"].model == model]
     if per_input.empty:
         note = f"no heads in layers >= {FIRST_LAYER}"

@@ -58,8 +58,6 @@ def measure(
     tables: dict[str, pd.DataFrame], model: str, target: ClaimTarget
 ) -> dict[str, Measured]:
     per_input = tables["per_input"][tables["per_input"].model == model]
-    if per_input.empty:
-        return {}  # the model is not in this run: its claims are not measured
     counts = by_depth(per_input)  # (inputs, depth, class)
     value, interval = dx.over_inputs(both, counts, unit=target.unit)
     shallow, deep = counts.sum((0, 2))

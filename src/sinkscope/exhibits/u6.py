@@ -34,8 +34,6 @@ def nop_percent(counts: np.ndarray) -> float:
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
     per_input = tables["per_input"][tables["per_input"].model == model]
-    if per_input.empty:
-        return {}  # the claim model is not in this run: its claims are not measured
     counts = per_input.groupby("sample")[dx.CLASSES].sum().to_numpy()  # (inputs, classes)
     nop, interval = dx.over_inputs(nop_percent, counts, unit="images")
     n_events, n_images = int(counts.sum()), len(counts)

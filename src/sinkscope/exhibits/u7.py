@@ -47,8 +47,6 @@ def signatures(
     """The sink heads of `model`, their QK spectral peak against the other heads' and their
     massive activation."""
     table = tables["table"][tables["table"].model == model]
-    if table.empty:
-        return {}  # the model is not in this run: its claims are not measured
     per_input = tables["per_input"][tables["per_input"].model == model]
     keys = ["sample", "layer", "head"]
     events = dx.grid(per_input, keys, "event_relaxed").astype(float)
