@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sinkscope import training
+from sinkscope import plotting, training
 from sinkscope.exhibits import d4, d5, module, u1, u2
 from sinkscope.exhibits.registry import EXHIBITS, Plan
 from sinkscope.scorecard import INCONCLUSIVE, REPLICATED, judge, load_claims, verdict
@@ -491,3 +491,18 @@ def test_d5_claim_on_both_sides_of_its_threshold():
     measured = found["D5.sinks_preferred"]
     assert measured.value == 10.0 and measured.interval.high < 50
     assert _verdict("D5.sinks_preferred", measured) is False
+
+
+def test_training_curves_draw_one_line_per_run():
+    curves = pd.DataFrame(
+        {"step": [1, 2] * 4, "eval_loss": [1.0, 0.5] * 4, "seed": [0, 0, 1, 1] * 2}
+    ).assign(width=[8] * 4 + [16] * 4)
+    fig, ax = plt.subplots()
+    plotting.training_curves(ax, curves, ["width", "seed"], "d={width}, seed {seed}", "curves")
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels == ["d=8, seed 0", "d=8, seed 1", "d=16, seed 0", "d=16, seed 1"]
+    assert ax.get_yscale() == "log" and ax.get_legend() is not None
+    fig, ax = plt.subplots()
+    plotting.training_curves(ax, curves, ["width", "seed"], None, "curves")
+    assert len(ax.get_lines()) == 4 and ax.get_legend() is None
+    assert {line.get_color() for line in ax.get_lines()} == {"C0"}

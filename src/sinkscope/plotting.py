@@ -65,6 +65,24 @@ def say_empty(ax, text: str) -> None:
     ax.text(0.5, 0.5, textwrap.fill(text, 28), transform=ax.transAxes, ha="center", va="center")
 
 
+def training_curves(ax, curves, runs: list[str], label: str | None, title: str) -> None:
+    """The evaluation MSE over the steps of each run of a toy (its rows of `curves` share the
+    `runs` columns), log-scaled; `label` formats a run's values by column name (e.g. "seed
+    {seed}"), None draws every run unlabelled in one colour (many runs)."""
+    for values, curve in curves.groupby(runs):
+        if label is None:
+            ax.semilogy(curve.step, curve.eval_loss, c="C0", alpha=0.4)
+        else:
+            ax.semilogy(
+                curve.step,
+                curve.eval_loss,
+                label=label.format(**dict(zip(runs, values, strict=True))),
+            )
+    ax.set(xlabel="step", ylabel="eval MSE", title=title)
+    if label is not None:
+        ax.legend(fontsize=6)
+
+
 class _LogLabels(Formatter):
     """Plain numbers (0.1, 1, 10) at the decades of a log axis, also at 2 and 5 times them on an
     axis of under two decades, and at every tick on an axis of under half a decade."""

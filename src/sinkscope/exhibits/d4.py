@@ -154,9 +154,9 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     axes[2].axhline(CANCEL_MAX_INDEX, ls=":", c="gray", label="cancellation bounds 0.5")
     axes[2].set(xlabel="seed", ylabel="ratio", title="Zero by sink or by cancelling?")
     axes[2].legend(fontsize=7)
-    for seed, c in tables["curves"].groupby("seed"):
-        axes[3].semilogy(c.step, c.eval_loss, label=f"seed {seed}")
-    axes[3].set(xlabel="step", ylabel="eval MSE", title="Training curves")
+    plotting.training_curves(
+        axes[3], tables["curves"], ["seed"], None, "Training curves (every seed)"
+    )
     fig.suptitle(
         plotting.title(
             settings["scale"],

@@ -120,8 +120,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         title="Every run",
     )
     axes[1].legend(fontsize=7)
-    for _, c in tables["curves"].groupby(["T", "width", "weight_decay", "seed"]):
-        axes[2].semilogy(c.step, c.eval_loss, c="C0", alpha=0.4)
-    axes[2].set(xlabel="step", ylabel="eval MSE", title="Training curves (all runs)")
+    runs = ["T", "width", "weight_decay", "seed"]
+    plotting.training_curves(axes[2], tables["curves"], runs, None, "Training curves (all runs)")
     fig.suptitle(plotting.title(settings["scale"], "D5", "soft switch: sink or diagonal?", MODEL))
     return fig

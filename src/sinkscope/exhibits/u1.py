@@ -468,10 +468,13 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     sv = prof[prof.kind == "qk singular value"]
     axes[2].semilogy(sv["index"] + 1, sv["value"], "o-", ms=3)
     axes[2].set(xlabel="index k", ylabel="sigma_k of W_Q W_K^T", title="QK spectrum (replicate 0)")
-    for (r, g, p), c in tables["curves"].groupby(["replicate", "gamma", "p"]):
-        axes[3].semilogy(c.step, c.eval_loss, label=f"replicate {r}, gamma={g}, p={p}")
-    axes[3].set(xlabel="step", ylabel="eval MSE", title="Training curves (every run)")
-    axes[3].legend(fontsize=6)
+    plotting.training_curves(
+        axes[3],
+        tables["curves"],
+        ["replicate", "gamma", "p"],
+        "replicate {replicate}, gamma={gamma}, p={p}",
+        "Training curves (every run)",
+    )
     fig.suptitle(
         plotting.title(
             settings["scale"],

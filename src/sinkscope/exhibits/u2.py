@@ -186,9 +186,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     axes[1].axhline(0.2, ls=":", c="gray", label="NOP bound 0.2")
     axes[2].axhline(1.5, ls=":", c="gray", label="broadcast bound 1.5")
     axes[0].legend(fontsize=7)
-    for seed, c in tables["curves"].groupby("seed"):
-        axes[3].semilogy(c.step, c.eval_loss, label=f"seed {seed}")
-    axes[3].set(xlabel="step", ylabel="eval MSE", title="Training curves")
+    plotting.training_curves(axes[3], tables["curves"], ["seed"], "seed {seed}", "Training curves")
     _convergence_panel(axes[4], tables["emergence"])
     fig.suptitle(
         plotting.title(
