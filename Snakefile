@@ -7,7 +7,7 @@
 from pathlib import Path
 
 from sinkscope.config import ConfigError, check_startup, read_yaml, stop, temporary_folders
-from sinkscope.provenance import remove_stale_temporaries
+from sinkscope.files import remove_stale_temporaries
 
 DEFAULT_CONFIG = Path(workflow.basedir) / "config/config.yaml"
 

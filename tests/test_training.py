@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from sinkscope import training
+from sinkscope import codedigest, training
+from sinkscope.toys import train as toy_train
 
 STEPS = 7
 
@@ -141,3 +142,19 @@ def test_float32_unless_bfloat16_is_asked_for(monkeypatch, native):
     assert training.step_precision("cpu", "bfloat16") == ("bfloat16" if native else "float32")
     with training.autocast("cpu", "float32"):
         assert not torch.is_autocast_enabled("cpu")
+
+
+def test_package_code_is_versioned_by_the_rerun_digest_with_its_imports(tmp_path, monkeypatch):
+    """A trainer in the package is versioned by the digest Snakemake's reruns use, so an edit
+    to a module it only imports (the toy model, for the toys' trainer) names new checkpoints."""
+    version = training.code_version(toy_train.train)
+    assert version == codedigest.code_digest("sinkscope.toys.train", "sinkscope.training")
+    edited = tmp_path / "model.py"
+    edited.write_text(codedigest.module_file("sinkscope.toys.model").read_text() + "# edit\n")
+    real = codedigest._module_file
+    monkeypatch.setattr(
+        codedigest,
+        "_module_file",
+        lambda name: edited if name == "sinkscope.toys.model" else real(name),
+    )
+    assert training.code_version(toy_train.train) != version

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import provenance
+from . import codedigest, files, provenance
 from .errors import UserError
 
 VERIFIED, STALE, MODIFIED, UNVERIFIED = "verified", "stale", "modified", "unverified"
@@ -69,17 +69,17 @@ def _code_changes(code: dict[str, Any]) -> list[str]:
     """The modules (and script) of a record whose source differs now."""
     changed = []
     for name, digest in (code.get("modules") or {}).items():
-        path = provenance.module_file(name)
+        path = codedigest.module_file(name)
         if path is None:
             changed.append(f"{name} (removed)")
-        elif provenance.sha256_file(path)[:16] != digest:
+        elif files.sha256_file(path)[:16] != digest:
             changed.append(str(path))
     script = code.get("script") or {}
     if script.get("path"):
         path = Path(script["path"])
         if not path.is_file():
             changed.append(f"{path} (removed)")
-        elif provenance.sha256_file(path)[:16] != script.get("sha256"):
+        elif files.sha256_file(path)[:16] != script.get("sha256"):
             changed.append(str(path))
     return changed
 
@@ -171,7 +171,7 @@ class _Audit:
             if not source.exists():
                 status = "MISSING now"
                 self.note(STALE, f"input {item['path']} of {path} is missing now")
-            elif item["sha256"] == provenance.sha256_path(source):
+            elif item["sha256"] == files.sha256_path(source):
                 status = "unchanged"
             else:
                 status = "CHANGED since (the output is stale)"

@@ -14,42 +14,31 @@ Each record also holds `content_sha256`, the hash of the output's own content, s
   the same length, the hash is taken around it, then the placeholder is overwritten in place.
 `read` returns the record without this field; `content_check` compares it with the file.
 
-Files are written atomically: to a hidden temporary file `.<name>.<random>.part` beside the
-target, renamed into place when complete, with the permissions the umask gives. A job holds a
-lock on its temporary files while it writes them, so `remove_stale_temporaries` removes those
-of dead jobs only (another run sharing the folders keeps its own).
+Every file is written atomically (`sinkscope.files`); the code version of a job is
+`sinkscope.codedigest`'s.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import fnmatch
-import functools
 import hashlib
 import json
 import os
 import platform
 import re
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import zlib
-from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from .codedigest import PACKAGE_ROOT
 from .errors import BadInput, first_line
-
-try:
-    import fcntl
-except ImportError:  # not POSIX: no locks (stale temporary files are then left alone)
-    fcntl = None
+from .files import atomic_path, file_mode, locked_temporary, sha256_file, sha256_path
 
 KEY = "sinkscope-provenance"
 SIDECAR_SUFFIX = ".prov.json"
@@ -67,166 +56,6 @@ PACKAGES = (
     "gguf",
     "snakemake",
 )
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def sha256_path(path: str | Path) -> str:
-    """sha256 of a file, or of a directory's files (names and contents, sorted)."""
-    path = Path(path)
-    if path.is_file():
-        return sha256_file(path)
-    digest = hashlib.sha256()
-    for item in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(f"{item.relative_to(path).as_posix()}\0{sha256_file(item)}\n".encode())
-    return digest.hexdigest()
-
-
-# --- permissions, locks and temporary files ----------------------------------------------------
-
-
-def umask() -> int:
-    """The process's umask (read without changing it where /proc allows)."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def file_mode() -> int:
-    """The mode a new file gets from open() under the current umask."""
-    return 0o666 & ~umask()
-
-
-def dir_mode() -> int:
-    """The mode a new folder gets from mkdir() under the current umask."""
-    return 0o777 & ~umask()
-
-
-def try_lock(fd: int, exclusive: bool = True) -> bool | None:
-    """Lock an open file or folder without waiting: True if locked, False if another process
-    holds it, None if this file system (or platform) has no locks."""
-    if fcntl is None:
-        return None
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return None
-    return True
-
-
-TEMP_SUFFIX = ".part"
-_NEW_SUFFIX = ".new"  # a temporary file in the instant before it is locked and named .part
-
-
-def _locked_temporary(parent: Path, prefix: str, directory: bool) -> tuple[Path, int]:
-    """A new temporary file (or folder) in `parent`, locked by this process and named
-    `<prefix><random>.part`; returns its path and the open descriptor holding the lock."""
-    if directory:
-        name = tempfile.mkdtemp(prefix=prefix, suffix=_NEW_SUFFIX, dir=parent)
-        fd = os.open(name, os.O_RDONLY)
-    else:
-        fd, name = tempfile.mkstemp(prefix=prefix, suffix=_NEW_SUFFIX, dir=parent)
-    final = Path(name[: -len(_NEW_SUFFIX)] + TEMP_SUFFIX)
-    try:
-        try_lock(fd)
-        os.rename(name, final)  # only a locked temporary file carries the .part name
-        os.chmod(final, dir_mode() if directory else file_mode())  # mkstemp/mkdtemp: 0600/0700
-    except BaseException:
-        os.close(fd)
-        for path in (Path(name), final):
-            shutil.rmtree(path, ignore_errors=True) if directory else path.unlink(missing_ok=True)
-        raise
-    return final, fd
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; rename it into place only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_path, fd = _locked_temporary(path.parent, f".{path.name}.", directory=False)
-    try:
-        yield tmp_path
-        os.chmod(tmp_path, file_mode())  # in case the writer replaced the file
-        os.replace(tmp_path, path)
-    finally:
-        tmp_path.unlink(missing_ok=True)
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def temporary_dir(parent: str | Path, prefix: str) -> Iterator[Path]:
-    """A locked temporary folder `<parent>/<prefix><random>.part`, removed on exit unless the
-    block renamed it into place."""
-    parent = Path(parent)
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp, fd = _locked_temporary(parent, prefix, directory=True)
-    try:
-        yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.close(fd)
-
-
-STALE_PATTERNS = (f".*{TEMP_SUFFIX}", ".extract-*", ".download-*")
-
-
-def _remove_if_dead(path: Path, patterns: tuple[str, ...]) -> bool:
-    name = path.name
-    if name.endswith(_NEW_SUFFIX) and name.startswith("."):
-        with contextlib.suppress(OSError):  # killed in the instant between creation and lock
-            if time.time() - path.lstat().st_mtime > 3600:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-                return True
-        return False
-    if not any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        if not try_lock(fd):  # a live job's (or no locks here: leave it)
-            return False
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-        return True
-    finally:
-        os.close(fd)
-
-
-def remove_stale_temporaries(
-    folders: Iterable[tuple[str | Path, int]], patterns: tuple[str, ...] = STALE_PATTERNS
-) -> list[Path]:
-    """Remove the temporary files and folders that dead jobs left in `folders` (each searched
-    to the given depth); return what was removed. Those of live jobs are locked and kept."""
-    removed = []
-    for folder, depth in folders:
-        pending = [(Path(folder), 0)]
-        while pending:
-            current, level = pending.pop()
-            try:
-                entries = list(os.scandir(current))
-            except OSError:
-                continue
-            for entry in entries:
-                path = Path(entry.path)
-                if _remove_if_dead(path, patterns):
-                    removed.append(path)
-                elif level < depth and entry.is_dir(follow_symlinks=False):
-                    pending.append((path, level + 1))
-    return removed
 
 
 # --- the record --------------------------------------------------------------------------------
@@ -554,7 +383,7 @@ class ParquetStream:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp, self._lock = _locked_temporary(
+        self.tmp, self._lock = locked_temporary(
             self.path.parent, f".{self.path.name}.", directory=False
         )
         self.writer = None
@@ -704,67 +533,3 @@ def content_check(path: str | Path) -> tuple[str | None, str | None]:
         return recorded, _digest_without(path, start, start + len(payload))
     obj = json.loads(path.read_text())
     return recorded, json_digest({k: v for k, v in obj.items() if k != "provenance"})
-
-
-# --- code version of a job ---------------------------------------------------------------------
-
-PACKAGE_ROOT = Path(__file__).resolve().parent
-
-
-def module_file(name: str) -> Path | None:
-    """The source file of a `sinkscope` module or package, or None if it is not one."""
-    parts = name.split(".")
-    if parts[0] != "sinkscope":
-        return None
-    base = PACKAGE_ROOT.joinpath(*parts[1:])
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-_module_file = module_file
-
-
-@functools.cache
-def _imports(path: Path, package: str) -> frozenset[str]:
-    """The `sinkscope` modules a source file imports (absolute and relative, at any depth)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)  # submodules
-    return frozenset(name for name in found if _module_file(name) is not None)
-
-
-def _package_of(name: str, path: Path) -> str:
-    return name if path.name == "__init__.py" else name.rpartition(".")[0]
-
-
-def code_digest(*modules: str, scripts: tuple[str | Path, ...] = ()) -> str:
-    """sha256 of the source of `modules`, of the `sinkscope` modules `scripts` import, and of
-    everything those import in turn (parent packages included): the package code a job runs.
-    An edit anywhere else in the package leaves it unchanged."""
-    pending = list(modules)
-    for script in scripts:
-        pending += _imports(Path(script).resolve(), "")
-    seen: dict[str, Path] = {}
-    while pending:
-        name = pending.pop()
-        if name in seen or (path := _module_file(name)) is None:
-            continue
-        seen[name] = path
-        parts = name.split(".")
-        pending += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages
-        pending += _imports(path, _package_of(name, path))
-    digest = hashlib.sha256()
-    for name in sorted(seen):
-        digest.update(f"{name}\0{seen[name].read_bytes().decode()}\0".encode())
-    return digest.hexdigest()[:16]

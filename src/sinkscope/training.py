@@ -1,7 +1,8 @@
 """One resumable training loop for every stage that trains a model.
 
-A run is named by everything that determines it and by the source of the code that defines it
-(`checkpoint_file`), so a changed code never resumes a stale state. Every `checkpoint_every`
+A run is named by everything that determines it and by the version of the code that defines it,
+the modules it imports included (`checkpoint_file`), so a changed code never resumes a stale
+state. Every `checkpoint_every`
 steps the loop writes, atomically, the parameters, the optimiser and schedule states, the
 states of the run's random generators, the step and the log; a resumed run continues exactly
 where an interrupted one stopped (bit-identical on the CPU). Checkpoints hold tensors and plain
@@ -26,7 +27,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .provenance import atomic_path
+from .codedigest import code_digest, module_file
+from .files import atomic_path, sha256_file
 
 RandomGenerator = torch.Generator | np.random.Generator
 Step = Callable[[int, Any], tuple[torch.Tensor, Sequence[torch.Tensor]]]
@@ -34,13 +36,13 @@ Log = Callable[[int, list[list[float]]], dict[str, Any]]
 
 
 def code_version(*code: Any) -> str:
-    """sha256 of the source files of the modules defining `code` (modules, classes, functions)
-    and of this loop."""
+    """The version of the code defining `code` (modules, classes, functions) and of this loop:
+    `codedigest.code_digest` of their `sinkscope` modules, which follows their imports, and
+    the source hash of any module outside the package (e.g. a test's)."""
     modules = {inspect.getmodule(item) for item in (*code, code_version)}
-    digest = hashlib.sha256()
-    for module in sorted(modules, key=lambda m: m.__name__):
-        digest.update(f"{module.__name__}\0".encode() + Path(module.__file__).read_bytes())
-    return digest.hexdigest()
+    inside = sorted(m.__name__ for m in modules if module_file(m.__name__) is not None)
+    outside = sorted(sha256_file(m.__file__) for m in modules if module_file(m.__name__) is None)
+    return "\0".join([code_digest(*inside), *outside])
 
 
 def run_key(*parts: Any, code: Iterable[Any] = ()) -> str:

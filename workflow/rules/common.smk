@@ -7,7 +7,7 @@ import re
 from importlib.resources import files
 
 from sinkscope.exhibits.registry import Plan, active, claimed, not_run
-from sinkscope.provenance import code_digest
+from sinkscope.codedigest import code_digest
 
 ENV = "../../envs/sinkscope.yaml"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
-from ..provenance import atomic_path, dir_mode, file_mode, sealed, sha256_file, temporary_dir
+from ..files import atomic_path, dir_mode, file_mode, sha256_file, temporary_dir
+from ..provenance import sealed
 
 if TYPE_CHECKING:
     import torch

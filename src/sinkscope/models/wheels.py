@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..provenance import atomic_path, sha256_file, temporary_dir
+from ..files import atomic_path, sha256_file, temporary_dir
 
 
 class FetchError(UserError, RuntimeError):

@@ -228,7 +228,8 @@ def sinks_on(model: LlamaForCausalLM, variant: str, probe: torch.Tensor) -> dict
 
 def save(model: LlamaForCausalLM, variant: str, arch: dict[str, int], path, prov: dict) -> None:
     """A checkpoint (variant, architecture, state dict), atomically, with a provenance sidecar."""
-    from ..provenance import atomic_path, write_sidecar
+    from ..files import atomic_path
+    from ..provenance import write_sidecar
 
     with atomic_path(path) as tmp:
         torch.save({"variant": variant, "arch": arch, "state": model.state_dict()}, tmp)

@@ -1,0 +1,71 @@
+"""The version of the package code a job runs: a digest of the source of its modules and of
+every `sinkscope` module they import, at any depth. Snakemake's reruns (`params.code` of every
+rule) and the keys of training checkpoints use this one digest."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+def module_file(name: str) -> Path | None:
+    """The source file of a `sinkscope` module or package, or None if it is not one."""
+    parts = name.split(".")
+    if parts[0] != "sinkscope":
+        return None
+    base = PACKAGE_ROOT.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+_module_file = module_file
+
+
+@functools.cache
+def _imports(path: Path, package: str) -> frozenset[str]:
+    """The `sinkscope` modules a source file imports (absolute and relative, at any depth)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # submodules
+    return frozenset(name for name in found if _module_file(name) is not None)
+
+
+def _package_of(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def code_digest(*modules: str, scripts: tuple[str | Path, ...] = ()) -> str:
+    """sha256 of the source of `modules`, of the `sinkscope` modules `scripts` import, and of
+    everything those import in turn (parent packages included): the package code a job runs.
+    An edit anywhere else in the package leaves it unchanged."""
+    pending = list(modules)
+    for script in scripts:
+        pending += _imports(Path(script).resolve(), "")
+    seen: dict[str, Path] = {}
+    while pending:
+        name = pending.pop()
+        if name in seen or (path := _module_file(name)) is None:
+            continue
+        seen[name] = path
+        parts = name.split(".")
+        pending += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages
+        pending += _imports(path, _package_of(name, path))
+    digest = hashlib.sha256()
+    for name in sorted(seen):
+        digest.update(f"{name}\0{seen[name].read_bytes().decode()}\0".encode())
+    return digest.hexdigest()[:16]
