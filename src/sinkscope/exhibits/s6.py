@@ -11,12 +11,10 @@ interval resamples the windows, paired across variants and conditions.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ..metrics import SINK_RATE_EPS
-from ..stats import Interval, bootstrap
-from ..streaming.exhibit_tables import EMERGENCE, sink_lm_context
+from ..streaming.exhibit_tables import EMERGENCE, kept_tokens_ratio, lm_note, ppl_line, summary
 from . import Measured
 
 # claim -> (variant, kept tokens of the numerator, kept tokens of the denominator): PPL ratios
@@ -49,52 +47,6 @@ def emergence(history: pd.DataFrame) -> pd.DataFrame:
     return history.dropna(subset=list(EMERGENCE))[columns].reset_index(drop=True)
 
 
-def summary(windows: pd.DataFrame) -> pd.DataFrame:
-    """Per variant and number of kept tokens: evaluation windows, scored bytes and PPL per byte
-    (exp of the mean NLL over all scored bytes)."""
-    weighted = windows.assign(total=windows.nll * windows.tokens)
-    grouped = weighted.groupby(["variant", "sinks", "condition"], sort=False)
-    table = grouped.agg(
-        windows=("window", "nunique"), tokens=("tokens", "sum"), total=("total", "sum")
-    )
-    table["ppl"] = np.exp(table.pop("total") / table.tokens)
-    return table.reset_index()
-
-
-def window_nll(windows: pd.DataFrame, variant: str, sinks: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean NLL and scored bytes per evaluation window (by window index) of one condition."""
-    part = windows[(windows.variant == variant) & (windows.sinks == sinks)].sort_values("window")
-    return part.nll.to_numpy(), part.tokens.to_numpy()
-
-
-def ppl_ratio(windows: pd.DataFrame, variant: str, top: int, bottom: int) -> tuple[float, Interval]:
-    """PPL with `top` kept tokens over PPL with `bottom`, on the same windows, and its interval
-    bootstrapped over the windows (paired)."""
-    a, tokens = window_nll(windows, variant, top)
-    b, _ = window_nll(windows, variant, bottom)
-
-    def ratio(a, b, tokens):
-        return float(np.exp(np.sum(tokens * (a - b)) / np.sum(tokens)))
-
-    return ratio(a, b, tokens), bootstrap(ratio, a, b, tokens, unit="windows")
-
-
-def ppl_line(table: pd.DataFrame, variant: str) -> str:
-    """E.g. `vanilla PPL 5.21 / 4.80 / 4.78 / 4.78 with 0 / 1 / 2 / 4 kept`."""
-    part = table[table.variant == variant].sort_values("sinks")
-    return (
-        f"{variant} PPL {' / '.join(f'{p:.3f}' for p in part.ppl)} with "
-        f"{' / '.join(str(k) for k in part.sinks)} kept"
-    )
-
-
-def lm_note(table: pd.DataFrame, settings: dict) -> tuple[str, str]:
-    """The model label and the note's context: cache, windows and bytes scored."""
-    model, note = sink_lm_context(table, settings)
-    windows = int(table.windows.max())
-    return model, f"{note} in {windows} windows streamed on their own"
-
-
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     """PPL ratios of 1 over 4 kept tokens for each variant present (value: on all windows;
     interval: bootstrap over the windows)."""
@@ -104,7 +56,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     for claim, (variant, top, bottom) in RATIOS.items():
         if variant not in set(table.variant):
             continue
-        value, interval = ppl_ratio(windows, variant, top, bottom)
+        value, interval = kept_tokens_ratio(windows, variant, top, bottom)
         note = f"{ppl_line(table, variant)}; ratio {top} vs {bottom} kept {value:.4f}; {context}"
         found[claim] = Measured(value, model, note, interval)
     return found

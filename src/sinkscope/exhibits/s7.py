@@ -15,8 +15,8 @@ import pandas as pd
 
 from ..metrics import SINK_RATE_EPS
 from ..stats import bootstrap
+from ..streaming.exhibit_tables import kept_tokens_ratio, lm_note, ppl_line, summary
 from . import Measured
-from .s6 import lm_note, ppl_line, ppl_ratio, summary
 
 
 def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.DataFrame]:
@@ -79,7 +79,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         ("S7.streams_without_sinks", "learned_sink"),
         ("S7.vanilla_window_ratio", "vanilla"),  # the control: the vanilla LM needs its sinks
     ):
-        value, interval = ppl_ratio(windows, variant, 0, 4)
+        value, interval = kept_tokens_ratio(windows, variant, 0, 4)
         note = f"{ppl_line(table, variant)}; ratio 0 vs 4 kept {value:.4f}; {context}"
         found[claim] = Measured(value, model, note, interval)
     return found

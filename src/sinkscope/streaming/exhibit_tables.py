@@ -1,8 +1,9 @@
 """Table helpers the streaming exhibits share: perplexity from the per-token NLL tables of
 `run.part_nll` (S3, S4), the NLLs of compared conditions summed per block of text positions once
 the cache is full, the statistics of the claims on them (a PPL ratio, the share of a window's
-log-PPL gap that a policy closes) with their bootstrap intervals over the blocks, and the
-description of the pretrained byte-level LMs (S6, S7).
+log-PPL gap that a policy closes) with their bootstrap intervals over the blocks, and, for the
+pretrained byte-level LMs (S6, S7), their description and the PPL of each variant and number of
+kept tokens with the ratios between them, bootstrapped over the evaluation windows.
 """
 
 from __future__ import annotations
@@ -138,3 +139,51 @@ def sink_lm_context(ppl_table: pd.DataFrame, settings: dict) -> tuple[str, str]:
         f"cache {settings['cache']}, PPL per byte on {int(ppl_table.tokens.max())} held-out bytes"
     )
     return model, note
+
+
+def summary(windows: pd.DataFrame) -> pd.DataFrame:
+    """Per variant and number of kept tokens: evaluation windows, scored bytes and PPL per byte
+    (exp of the mean NLL over all scored bytes)."""
+    weighted = windows.assign(total=windows.nll * windows.tokens)
+    grouped = weighted.groupby(["variant", "sinks", "condition"], sort=False)
+    table = grouped.agg(
+        windows=("window", "nunique"), tokens=("tokens", "sum"), total=("total", "sum")
+    )
+    table["ppl"] = np.exp(table.pop("total") / table.tokens)
+    return table.reset_index()
+
+
+def window_nll(windows: pd.DataFrame, variant: str, sinks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean NLL and scored bytes per evaluation window (by window index) of one condition."""
+    part = windows[(windows.variant == variant) & (windows.sinks == sinks)].sort_values("window")
+    return part.nll.to_numpy(), part.tokens.to_numpy()
+
+
+def kept_tokens_ratio(
+    windows: pd.DataFrame, variant: str, top: int, bottom: int
+) -> tuple[float, Interval]:
+    """PPL with `top` kept tokens over PPL with `bottom`, on the same windows, and its interval
+    bootstrapped over the windows (paired)."""
+    a, tokens = window_nll(windows, variant, top)
+    b, _ = window_nll(windows, variant, bottom)
+
+    def ratio(a, b, tokens):
+        return float(np.exp(np.sum(tokens * (a - b)) / np.sum(tokens)))
+
+    return ratio(a, b, tokens), bootstrap(ratio, a, b, tokens, unit="windows")
+
+
+def ppl_line(table: pd.DataFrame, variant: str) -> str:
+    """E.g. `vanilla PPL 5.21 / 4.80 / 4.78 / 4.78 with 0 / 1 / 2 / 4 kept`."""
+    part = table[table.variant == variant].sort_values("sinks")
+    return (
+        f"{variant} PPL {' / '.join(f'{p:.3f}' for p in part.ppl)} with "
+        f"{' / '.join(str(k) for k in part.sinks)} kept"
+    )
+
+
+def lm_note(table: pd.DataFrame, settings: dict) -> tuple[str, str]:
+    """The model label and the note's context: cache, windows and bytes scored."""
+    model, note = sink_lm_context(table, settings)
+    windows = int(table.windows.max())
+    return model, f"{note} in {windows} windows streamed on their own"
