@@ -459,3 +459,27 @@ def test_pretraining_resumes_bit_identically(tmp_path, monkeypatch):
     }
     assert resumed.training  # measured in eval mode, left as it was
     assert folder == tmp_path / "lms" / ".checkpoints" and not list(folder.iterdir())
+
+
+def test_latency_table_times_both_policies_at_every_cache(monkeypatch):
+    from sinkscope.streaming import latency
+
+    seen = []
+
+    def fake(model, ids, policy, steps, repeats, warmup):
+        seen.append((policy, steps, repeats, warmup))
+        return [0.5] * repeats
+
+    monkeypatch.setattr(latency, "decode_latency", fake)
+    settings = {"caches": [4, 8], "sinks": 4, "steps": 3, "repeats": 2, "warmup": 1}
+    table = latency.latency_table(tiny_llama(), stream(40), settings)
+    assert latency.tokens_needed(settings) == 8 + 1 + 3 * 2
+    assert [p for p, *_ in seen] == [
+        Policy("recompute", 4),
+        Policy("cache", 4, 3),
+        Policy("recompute", 8),
+        Policy("cache", 8, 4),
+    ]  # fewer sinks than the cache holds
+    assert {tuple(rest) for _, *rest in seen} == {(3, 2, 1)}
+    assert list(table.columns) == ["cache", "policy", "repeat", "seconds"]
+    assert table.groupby(["cache", "policy"]).size().tolist() == [2, 2, 2, 2]

@@ -1,7 +1,8 @@
-"""The set-up every pipeline job that runs one model shares (its `script:` receives `snakemake`).
+"""The set-up every pipeline job shares (its `script:` receives `snakemake`): `start` for any
+job, `model_job` for one that runs one model.
 
-Duck-typed on the Snakemake job object (log, threads, params.device, input.manifest), so this
-module does not import Snakemake.
+Duck-typed on the Snakemake job object (log, threads, params, input.manifest), so this module
+does not import Snakemake; nor does it import torch for a job that computes no tensors.
 """
 
 from __future__ import annotations
@@ -12,15 +13,20 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import torch
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import logs
-from .device import resolve_device
 from .errors import UserError
-from .models import load_model
 from .provenance import Recorder
+
+if TYPE_CHECKING:
+    import torch
+
+
+class Job(NamedTuple):
+    log: logging.Logger
+    device: str
+    recorder: Recorder
 
 
 class ModelJob(NamedTuple):
@@ -29,6 +35,20 @@ class ModelJob(NamedTuple):
     recorder: Recorder
     model: torch.nn.Module
     manifest: dict[str, Any]
+
+
+def start(smk: Any, device: str = "cpu") -> Job:
+    """Log to the job's log, resolve `device` (its config value: auto, cpu or cuda), give
+    torch the job's threads if the script has imported it, and start the job's provenance
+    record."""
+    log = logs.setup(smk.log[0])
+    if device != "cpu":
+        from .device import resolve_device
+
+        device = resolve_device(device)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(smk.threads)
+    return Job(log, device, Recorder.from_snakemake(smk, device=device))
 
 
 @contextlib.contextmanager
@@ -45,12 +65,11 @@ def user_errors(log: logging.Logger) -> Iterator[None]:
 
 
 def model_job(smk: Any) -> ModelJob:
-    """Log to the job's log, use its threads and device, load the model of `input.manifest`
-    and note it in the job's provenance."""
-    log = logs.setup(smk.log[0])
-    torch.set_num_threads(smk.threads)
-    device = resolve_device(smk.params.device)
-    recorder = Recorder.from_snakemake(smk, device=device)
+    """`start` on the job's `params.device`, then load the model of `input.manifest` and note it
+    in the job's provenance."""
+    from .models import load_model
+
+    log, device, recorder = start(smk, smk.params.device)
     with user_errors(log):
         model, manifest = load_model(Path(smk.input.manifest).parent, device)
     recorder.add_model(manifest)

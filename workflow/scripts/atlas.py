@@ -4,15 +4,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from sinkscope import logs
 from sinkscope.atlas.build import cached_model_atlas, write_page
-from sinkscope.jobs import user_errors
+from sinkscope.jobs import start, user_errors
 from sinkscope.models import verify_cache
-from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.provenance import write_parquet
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-recorder = Recorder.from_snakemake(smk)
+log, _, recorder = start(smk)
 cache = Path(smk.input.manifest).parent
 with user_errors(log):
     manifest = verify_cache(cache)

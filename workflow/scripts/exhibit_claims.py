@@ -2,14 +2,12 @@
 
 import pandas as pd
 
-from sinkscope import logs
 from sinkscope.exhibits import module
-from sinkscope.provenance import Recorder
+from sinkscope.jobs import start
 from sinkscope.scorecard import write_claims
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-recorder = Recorder.from_snakemake(smk)
+log, _, recorder = start(smk)
 settings = smk.params.settings
 tables = {name: pd.read_parquet(path) for name, path in smk.input.items()}
 measured = module(smk.params.exhibit).claims(tables, settings)

@@ -2,13 +2,12 @@
 
 import pandas as pd
 
-from sinkscope import logs
 from sinkscope.exhibits import module
-from sinkscope.provenance import Recorder, save_figure
+from sinkscope.jobs import start
+from sinkscope.provenance import save_figure
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-logs.setup(smk.log[0])
-recorder = Recorder.from_snakemake(smk)
+_, _, recorder = start(smk)
 tables = {name: pd.read_parquet(path) for name, path in smk.input.items()}
 fig = module(smk.params.exhibit).figure(tables, smk.params.settings)
 save_figure(fig, smk.output.png, recorder.record())

@@ -3,14 +3,12 @@
 import sys
 from pathlib import Path
 
-from sinkscope import logs
+from sinkscope.jobs import start
 from sinkscope.models import FetchError, ModelUnavailable, materialise
-from sinkscope.provenance import Recorder
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
+log, _, recorder = start(smk)
 name = smk.wildcards.model
-recorder = Recorder.from_snakemake(smk)
 try:
     manifest = materialise(
         name,

@@ -1,12 +1,11 @@
 """The procedural images of the mitigation stage (exact masks and classes), generated once."""
 
-from sinkscope import logs
-from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.jobs import start
+from sinkscope.provenance import write_parquet
 from sinkscope.vision import images
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-recorder = Recorder.from_snakemake(smk)
+log, _, recorder = start(smk)
 settings = smk.params.procedural
 counts = {split: settings[split] for split in images.SPLITS}
 table = images.generate(smk.params.image_size, settings["classes"], counts, settings["seed"])

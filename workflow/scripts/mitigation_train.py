@@ -2,19 +2,13 @@
 
 from pathlib import Path
 
-import torch
-
-from sinkscope import logs
-from sinkscope.device import resolve_device
+from sinkscope.jobs import start
 from sinkscope.models.cache import write_cache
-from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.provenance import write_parquet
 from sinkscope.vision.stage import read_table, train_variant
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-torch.set_num_threads(smk.threads)
-device = resolve_device(smk.params.device)
-recorder = Recorder.from_snakemake(smk, device=device)
+log, device, recorder = start(smk, smk.params.device)
 table = read_table(smk.input.get("images"))
 encoder, curve, manifest = train_variant(
     smk.params.settings,

@@ -2,14 +2,13 @@
 
 from pathlib import Path
 
-from sinkscope import logs
 from sinkscope.data.inputs import model_inputs
+from sinkscope.jobs import start
 from sinkscope.models import verify_cache
-from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.provenance import write_parquet
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-recorder = Recorder.from_snakemake(smk)
+log, _, recorder = start(smk)
 cache = Path(smk.input.manifest).parent
 manifest = verify_cache(cache)
 table = model_inputs(manifest, cache, smk.params.data)

@@ -1,11 +1,11 @@
 """The run's cost per rule (results/run_cost.csv) and its figure, from the benchmark files."""
 
-from sinkscope import logs, run_cost
-from sinkscope.provenance import Recorder, save_figure, write_with_sidecar
+from sinkscope import run_cost
+from sinkscope.jobs import start
+from sinkscope.provenance import save_figure, write_with_sidecar
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-recorder = Recorder.from_snakemake(smk)
+log, _, recorder = start(smk)
 summary = run_cost.summarise(run_cost.read_benchmarks(smk.params.benchmarks))
 log.info("\n%s", summary.to_string(index=False))
 prov = recorder.record()

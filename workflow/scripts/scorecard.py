@@ -1,12 +1,11 @@
 """The replication scorecard, as CSV, Markdown and a forest plot, each with provenance."""
 
-from sinkscope import logs
-from sinkscope.provenance import Recorder, save_figure, write_with_sidecar
+from sinkscope.jobs import start
+from sinkscope.provenance import save_figure, write_with_sidecar
 from sinkscope.scorecard import build_scorecard, figure, to_markdown
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-recorder = Recorder.from_snakemake(smk)
+log, _, recorder = start(smk)
 card = build_scorecard(list(smk.input), smk.params.scale, smk.params.not_run)
 prov = recorder.record()
 write_with_sidecar(card.to_csv(index=False), smk.output.csv, prov)

@@ -1,20 +1,15 @@
 """S6/S7: pretrain one small byte-level LM variant from scratch on the corpus."""
 
 import pandas as pd
-import torch
 
-from sinkscope import logs
 from sinkscope.data.text import corpus_text
-from sinkscope.device import resolve_device
-from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.jobs import start
+from sinkscope.provenance import write_parquet
 from sinkscope.streaming import pretrain
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-device = resolve_device(smk.params.device)
-recorder = Recorder.from_snakemake(smk, device=device)
+log, device, recorder = start(smk, smk.params.device)
 settings = smk.params.pretrain
-torch.set_num_threads(smk.threads)
 train_ids, held_out = pretrain.corpus_bytes(corpus_text(smk.params.text), settings["held_out"])
 probe = pretrain.probe_windows(
     held_out, settings["emergence"]["windows"], settings["arch"]["context"]

@@ -5,18 +5,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from sinkscope import logs
 from sinkscope.data.text import corpus_text
-from sinkscope.device import resolve_device
-from sinkscope.provenance import Recorder, write_parquet
+from sinkscope.jobs import start
+from sinkscope.provenance import write_parquet
 from sinkscope.streaming import pretrain
 from sinkscope.streaming.sink_eval import attention_mass, eval_windows, streaming_ppl
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log = logs.setup(smk.log[0])
-device = resolve_device(smk.params.device)
-recorder = Recorder.from_snakemake(smk, device=device)
-torch.set_num_threads(smk.threads)
+log, device, recorder = start(smk, smk.params.device)
 settings = smk.params.evaluation
 _, held_out = pretrain.corpus_bytes(corpus_text(smk.params.text), settings["held_out"])
 streams = eval_windows(

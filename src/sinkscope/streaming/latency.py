@@ -1,10 +1,12 @@
-"""Per-token decoding latency of a policy at a given cache size (S5)."""
+"""Per-token decoding latency of a policy at a given cache size, and the S5 table of it over
+cache sizes (re-computation vs sinks + window)."""
 
 from __future__ import annotations
 
 import statistics
 import time
 
+import pandas as pd
 import torch
 
 from ..device import synchronize
@@ -46,3 +48,29 @@ def decode_latency(
             times.append(time.perf_counter() - start)
         medians.append(statistics.median(times))
     return medians
+
+
+def tokens_needed(settings: dict) -> int:
+    """The text tokens a `latency_table` of these settings (`streaming.latency`) streams."""
+    return max(settings["caches"]) + settings["warmup"] + settings["steps"] * settings["repeats"]
+
+
+@torch.inference_mode()
+def latency_table(model: torch.nn.Module, ids: torch.Tensor, settings: dict) -> pd.DataFrame:
+    """`decode_latency` of re-computation and of sinks + window (`settings["sinks"]` kept, fewer
+    for a smaller cache) at each cache size of `settings` (`streaming.latency`): one row per
+    cache, policy and repeat (seconds per token, the median of the repeat's steps)."""
+    rows = []
+    for cache in settings["caches"]:
+        for label, policy in (
+            ("recompute", Policy("recompute", cache)),
+            ("sinks", Policy("cache", cache, min(settings["sinks"], cache - 1))),
+        ):
+            medians = decode_latency(
+                model, ids, policy, settings["steps"], settings["repeats"], settings["warmup"]
+            )
+            rows += [
+                {"cache": cache, "policy": label, "repeat": i, "seconds": s}
+                for i, s in enumerate(medians)
+            ]
+    return pd.DataFrame(rows)
