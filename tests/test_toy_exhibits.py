@@ -15,6 +15,7 @@ from sinkscope.exhibits.registry import EXHIBITS, Plan
 from sinkscope.scorecard import INCONCLUSIVE, REPLICATED, judge, load_claims, verdict
 from sinkscope.stats import Interval
 from sinkscope.toys.analysis import CONVERGED_FALL, fall_over_training, late_fall
+from sinkscope.toys.interventions import INTERVENTIONS, intervention_table
 
 TOYS = ("U1", "U2", "D2", "D4", "D5", "D6")
 
@@ -130,15 +131,15 @@ def _u1_tables(values: dict, replicates: int = 5, n: int = 60) -> dict[str, pd.D
                 "mse null": jitter(values["null"]),
                 **{
                     f"mse {name}": jitter(value)
-                    for name, value in zip(u1.INTERVENTIONS, values["mse"], strict=True)
+                    for name, value in zip(INTERVENTIONS, values["mse"], strict=True)
                 },
                 **{
                     f"dsq_nop {name}": n_nop * (0.1 * k) ** 2
-                    for k, name in enumerate(u1.INTERVENTIONS)
+                    for k, name in enumerate(INTERVENTIONS)
                 },
                 **{
                     f"dsq_damped {name}": n_damped * (0.01 * k) ** 2
-                    for k, name in enumerate(u1.INTERVENTIONS)
+                    for k, name in enumerate(INTERVENTIONS)
                 },
                 "value_ratio": jitter(values["ratio"]),
                 "sink_value_norm": values["ratio"] * 2.0,
@@ -151,7 +152,7 @@ def _u1_tables(values: dict, replicates: int = 5, n: int = 60) -> dict[str, pd.D
         ex["dsq_damped donor sink value"] = n_damped * values["donor_change"] ** 2
         run = {"replicate": replicate, "gamma": 0.0, "p": 0.5}
         examples.append(ex.assign(**run))
-        interventions.append(u1.intervention_table(ex).assign(replicate=replicate))
+        interventions.append(intervention_table(ex).assign(replicate=replicate))
         summary.append(
             {
                 **run,
@@ -190,7 +191,7 @@ U1_CONTROLS = ("U1.late_loss_fall", "U1.nop_sink_mass")  # measured beside the c
 def test_u1_intervention_table_pools_the_rms_change_per_query_group():
     tables = _u1_tables(U1_PAPER, replicates=1)
     table = tables["interventions"].set_index("intervention")
-    assert list(table.index) == list(u1.INTERVENTIONS)
+    assert list(table.index) == list(INTERVENTIONS)
     assert table.loc["baseline", "rms_change_nop"] == 0.0
     assert table.loc["donor non-sink value", "rms_change_nop"] == pytest.approx(0.3)
     assert table.loc["redirect sink attention", "rms_change_non_nop"] == pytest.approx(0.04)

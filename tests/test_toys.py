@@ -13,7 +13,6 @@ from scipy import stats
 from sinkscope import metrics
 from sinkscope.config import load_config
 from sinkscope.exhibits import u1, u2
-from sinkscope.exhibits.u1 import intervention
 from sinkscope.exhibits.u1 import model_config as u1_model_config
 from sinkscope.toys.analysis import (
     CONVERGED_FALL,
@@ -25,6 +24,7 @@ from sinkscope.toys.analysis import (
     nop_mse_floor,
     solved,
 )
+from sinkscope.toys.interventions import intervention
 from sinkscope.toys.model import ToyConfig, build
 from sinkscope.toys.tasks import BroadcastTask, NopTask, SwitchTask
 from sinkscope.toys.train import Seeds, TrainConfig, fit, train
