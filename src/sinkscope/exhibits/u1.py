@@ -11,10 +11,10 @@ head is read with the shared metrics: attention on the sink of NOP and non-NOP q
 of the sink's projected value W_O v_0 and its ratio to the other tokens', the QK spectrum of
 W_Q W_K^T (and of the same head at initialisation), and the task MSE and the RMS change of the
 output (separately over NOP and non-NOP queries) under the reference's interventions on the sink
-(`toys.interventions`), with the attention matrix kept: baseline; the sink's value set to zero; the sink's value of
-another evaluation sequence (the batch rolled by one); the value of token 1 of another sequence
-(positive control); the sink's column of attention set to zero and every row renormalised
-(redirect).
+(`toys.interventions`), with the attention matrix kept: baseline; the sink's value set to zero;
+the sink's value of another evaluation sequence (the batch rolled by one); the value of token 1
+of another sequence (positive control); the sink's column of attention set to zero and every
+row renormalised (redirect).
 
 The interventions are read against the baseline of the same replicate: an intervention that
 should leave the task as it is by its MSE over the baseline's; one that breaks it by the share
