@@ -793,7 +793,7 @@ def test_d3_without_sink_heads_or_other_heads_the_intervention_has_no_value(tmp_
 def test_d3_figure_draws_each_condition(tmp_path):
     rows = intervention_rows({"sink": 0.3, "matched_sink": 0.3, "random": 0.05})
     tables, _ = d3_claims(tmp_path, heads_table(n_samples=10), rows)
-    fig = d3.figure(tables, {"scale": "test"})
+    fig = d3.figure(tables, {"title": "t", "scale": "test"})
     labels = [
         text.get_text()
         for ax in fig.axes
@@ -808,7 +808,7 @@ def test_u5_figure_of_six_models_is_two_rows_of_three(tmp_path):
     heads = heads_table(n_layers=6, sinks={(1, 0): (0, "NOP"), (5, 1): (3, "Broadcast")})
     extracted = {"heads": dict.fromkeys(models, heads)}
     tables, _ = run(u5, tmp_path, extracted, settings_for(*models), claim_model="m0")
-    fig = u5.figure(tables, {"scale": "test"})
+    fig = u5.figure(tables, {"title": "t", "scale": "test"})
     panels = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
     assert {ax.get_subplotspec().get_geometry()[:2] for ax in panels} == {(2, 3)}
     assert [ax.get_title() for ax in panels] == [f"{m} (8 events)" for m in models]
@@ -819,7 +819,7 @@ def test_a_model_without_sink_events_has_a_panel_that_says_so(tmp_path, exhibit)
     sinks = {(1, 0): (0, "NOP"), (5, 1): (3, "Broadcast")}
     extracted = {"heads": {"m": heads_table(n_layers=6, sinks=sinks), "n": heads_table(sinks={})}}
     tables, _ = run(exhibit, tmp_path, extracted, settings_for("m", "n"))
-    fig = exhibit.figure(tables, {"scale": "test"})
+    fig = exhibit.figure(tables, {"title": "t", "scale": "test"})
     drawn, empty = (ax for ax in fig.axes if ax.get_subplotspec() is not None)
     assert empty.get_title() == "n" and drawn.get_title().startswith("m")
     (said,) = empty.texts

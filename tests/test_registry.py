@@ -40,6 +40,7 @@ def test_settings_and_inputs_resolve_at_every_scale(scale):
     for exhibit in active(plan).values():
         for job in ("tables", "claims", "figure"):
             exhibit.settings(plan, job)
+        assert exhibit.settings(plan, "figure")["title"] == exhibit.title  # the figure's title
         for name, paths in exhibit.inputs(plan).items():
             assert paths, (exhibit.id, name)
         models = exhibit.settings(plan, "tables").get("models")

@@ -120,4 +120,4 @@ def test_parquet_round_trip_and_figure(tmp_path):
     _tables()["sink_logit"].to_parquet(path)
     read = {"sink_logit": pd.read_parquet(path)}
     assert s1.claims(read, {"scale": "default"}) == s1.claims(_tables(), {"scale": "default"})
-    assert s1.figure(read, {"scale": "default"}).axes
+    assert s1.figure(read, {"title": "t", "scale": "default"}).axes

@@ -301,11 +301,11 @@ def test_s6_s7_claims_on_the_papers_side(tmp_path):
     assert note_number(note, "vanilla") == pytest.approx(0.6, abs=0.02)
     assert note_number(found["S7.vanilla_sink_rate"].note, "vanilla") == pytest.approx(50)
     assert "with first-token share > 0.3 over 12 windows" in found["S7.vanilla_sink_rate"].note
-    assert isinstance(s6.figure(s6_tables, {"scale": "t"}), Figure)
-    assert isinstance(s7.figure(s7_tables, {"scale": "t"}), Figure)
+    assert isinstance(s6.figure(s6_tables, {"title": "t", "scale": "t"}), Figure)
+    assert isinstance(s7.figure(s7_tables, {"title": "t", "scale": "t"}), Figure)
     # logged without the sinks' emergence: its panels say so
     assert s6_tables["emergence"].empty
-    for panel in s6.figure(s6_tables, {"scale": "t"}).axes[2:]:
+    for panel in s6.figure(s6_tables, {"title": "t", "scale": "t"}).axes[2:]:
         assert panel.texts[0].get_text().replace("\n", " ").startswith("no sinks measured")
 
 
@@ -321,7 +321,7 @@ def test_s6_emergence_of_the_sinks_over_training(tmp_path):
         "first_token_sink_rate",
     ]
     assert found.step.tolist() == [1, 2, 1, 2] and found.tokens.tolist() == [20, 30, 20, 30]
-    share, rate = s6.figure(s6_tables, {"scale": "t"}).axes[2:]
+    share, rate = s6.figure(s6_tables, {"title": "t", "scale": "t"}).axes[2:]
     assert share.get_title() == "Emergence: first-token attention share"
     for panel, threshold in ((share, 0.3), (rate, 0.0)):
         *curves, line = panel.lines

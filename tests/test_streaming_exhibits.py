@@ -180,7 +180,7 @@ def test_s3_s4_claims_name_the_other_models_and_figures_wrap(tmp_path):
     claims = s3.claims(tables, {"claim_model": "b", "cache": 8, "scale": "t"})
     assert {found.model for found in claims.values()} == {"b"}
     assert "['a', 'c', 'd']" in claims["S3.newline_sinks"].note
-    fig = s3.figure(tables, {"cache": 8, "scale": "t"})
+    fig = s3.figure(tables, {"title": "t", "cache": 8, "scale": "t"})
     assert isinstance(fig, Figure)
     assert fig.axes[0].get_subplotspec().get_gridspec().get_geometry() == (2, 2)
     assert sum(ax.get_visible() for ax in fig.axes) == len(models)
@@ -206,7 +206,7 @@ def test_s3_s4_claims_name_the_other_models_and_figures_wrap(tmp_path):
         "PPL 40.00 (0+16) vs PPL 5.00 (8+8) on 4 text positions after the first 16 (cache full) in "
         "2 blocks of 2; PPL over the 20 positions all counts scored: 0+16 "
     )
-    assert isinstance(s4.figure(sinks, {"cache": 16, "scale": "t"}), Figure)
+    assert isinstance(s4.figure(sinks, {"title": "t", "cache": 16, "scale": "t"}), Figure)
 
 
 # --- crafted tables on both sides of each check: value, interval, verdict, note -------------
@@ -415,7 +415,9 @@ def test_s5_speedup_growth_on_both_sides(tmp_path, recompute, expected, slope):
     for cache, speedup in summary.speedup.items():
         assert f"{cache}: {speedup:.1f}x" in found.note
     assert found.model == "m" and "cpu device" in found.note
-    assert isinstance(s5.figure(tables, {"scale": "t", "paper_speedup": "up to 2x"}), Figure)
+    assert isinstance(
+        s5.figure(tables, {"title": "t", "scale": "t", "paper_speedup": "up to 2x"}), Figure
+    )
 
 
 def test_s5_needs_two_cache_sizes():
@@ -493,7 +495,7 @@ def test_s9_claims_on_both_sides(tmp_path, bounded, full, expected):
     assert f"{slope:.3f} (KV cache bytes)" in grows.note
     assert f"{big.cache_bytes.iloc[-1] / 2**20:.4g} MiB vs 2+6" in grows.note
     assert {m.model for m in found.values()} == {"m"}
-    assert isinstance(s9.figure(tables, {"model": "m", "scale": "t"}), Figure)
+    assert isinstance(s9.figure(tables, {"title": "t", "model": "m", "scale": "t"}), Figure)
 
 
 def test_nll_blocks_keep_the_positions_after_the_first_cache():

@@ -46,7 +46,7 @@ def test_tables_claims_and_figure(exhibit, smoke_config, tmp_path, one_thread):
             assert found.interval.low <= found.value <= found.interval.high, claim
 
     fig = toy.figure(tables, entry.settings(plan, "figure"))
-    assert fig.axes and fig.get_suptitle().startswith(exhibit)
+    assert fig.axes and fig.get_suptitle().startswith(f"{exhibit}: {entry.title}")  # the registry's
     plt.close(fig)
 
 
@@ -349,7 +349,7 @@ def _u2_layers(mse, inflow, srank, ratio, seeds=5):
 def test_u2_figure_draws_the_convergence_control_over_training_against_its_threshold():
     tables = _u2_layers(0.14, 0.9, 1.0, 1.0, seeds=3)
     recipe = {"width": 64, "length": 32, "bias": True}
-    fig = u2.figure(tables, {"scale": "test", "recipe": recipe})
+    fig = u2.figure(tables, {"title": "t", "scale": "test", "recipe": recipe})
     panel = fig.axes[4]
     assert panel.get_title() == "Convergence control over training"
     (threshold,) = [line for line in panel.lines if line.get_linestyle() == ":"]

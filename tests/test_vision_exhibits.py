@@ -187,7 +187,7 @@ def test_u8_tables_figure_and_claims_on_the_papers_side(tmp_path):
     assert number_after(top1, "max - min") == pytest.approx(0.5)
     assert number_after(top1, "registers") == pytest.approx(50.3 + 10 * 0.001 / 3, abs=0.01)
 
-    fig = u8.figure(tables, {"scale": "default"})
+    fig = u8.figure(tables, {"title": "t", "scale": "default"})
     assert isinstance(fig, matplotlib.figure.Figure)
     assert len([ax for ax in fig.axes if ax.get_visible()]) == 5  # 3 probes + 2 training logs
     assert len({ax.get_subplotspec().rowspan.start for ax in fig.axes}) == 2  # at most 3 a row
@@ -430,7 +430,7 @@ def test_u9_tables_figure_and_claims_on_the_papers_side(tmp_path, seeds):
         in claims["U9.baseline_images_seen"].note
     )
 
-    fig = u9.figure(tables, {"scale": "default", "thresholds": U9_THRESHOLDS})
+    fig = u9.figure(tables, {"title": "t", "scale": "default", "thresholds": U9_THRESHOLDS})
     titles = [ax.get_title() for ax in fig.axes]
     assert titles == [
         *u9.CLASSES,
@@ -447,7 +447,7 @@ def test_u9_tables_figure_and_claims_on_the_papers_side(tmp_path, seeds):
     # logged without the emergence: the panels say so
     tables = _u9_tables(tmp_path, seeds, paper_like=True, emergence=False)
     assert tables["emergence"].empty
-    fig = u9.figure(tables, {"scale": "default", "thresholds": U9_THRESHOLDS})
+    fig = u9.figure(tables, {"title": "t", "scale": "default", "thresholds": U9_THRESHOLDS})
     assert fig.axes[3].texts[0].get_text().replace("\n", " ").startswith("no sinks counted")
 
 
@@ -478,7 +478,7 @@ def test_u9_without_nop_events_has_an_exact_upper_bound(tmp_path):
     # no variant with a NOP event: that panel says so, the others draw their bars
     table = tables["table"].copy()
     table.loc[table.sink_class == "NOP", ["mean", "std"]] = 0.0
-    settings = {"scale": "default", "thresholds": U9_THRESHOLDS}
+    settings = {"title": "t", "scale": "default", "thresholds": U9_THRESHOLDS}
     nop, broadcast, *_ = u9.figure({**tables, "table": table}, settings).axes
     said = nop.texts[0].get_text().replace("\n", " ")
     assert nop.get_title() == "NOP" and said == "no NOP sink events in any variant"
@@ -656,7 +656,7 @@ def test_s8_tables_figure_and_claims_on_the_papers_side(tmp_path):
     assert number_after(low, "mean pixel std of outlier patches") == 0.01
     assert low.startswith("a / b, 2 seed(s): 8 of 8 images have outlier patches")
 
-    fig = s8.figure(tables, {"scale": "default"})
+    fig = s8.figure(tables, {"title": "t", "scale": "default"})
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles[:3] == ["a / b", "c / d", "high-norm outliers"]
     assert "image 0" in titles

@@ -220,7 +220,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         plotting.title(
             settings["scale"],
             "D2",
-            "denser attention and token similarity",
+            settings["title"],
             f"{_model(settings['recipe'])}, {table.instance.nunique()} random instances",
         )
     )

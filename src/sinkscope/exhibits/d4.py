@@ -161,7 +161,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         plotting.title(
             settings["scale"],
             "D4",
-            "hard attention switch: where the off queries attend",
+            f"{settings['title']}: where the off queries attend",
             _model(settings["recipe"]),
         )
     )

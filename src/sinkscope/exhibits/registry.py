@@ -112,6 +112,8 @@ class Exhibit:
         )
         if job != "tables":
             spec = {**spec, "scale": "scale"}
+        if job == "figure":
+            spec = {**spec, "title": lambda plan: self.title}
         return {name: plan.get(s) if isinstance(s, str) else s(plan) for name, s in spec.items()}
 
     def config_keys(self) -> dict[str, list[str]]:

@@ -152,6 +152,6 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax.axvline(cache, color="grey", ls=":", lw=1)
         ax.set(xlabel="text position (tokens)", ylabel="log PPL (mean NLL per bin)", title=model)
         ax.legend(fontsize=7)
-    text = f"streaming log-PPL by KV-cache policy, cache {cache}"
+    text = f"{settings['title']}, cache {cache}"
     fig.suptitle(plotting.title(settings["scale"], "S3", text, ", ".join(models)))
     return fig

@@ -142,5 +142,5 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     ax.set(yscale="log", xlabel="initial tokens kept (same total cache)", ylabel="PPL")
     ax.legend(fontsize=7)
     models = ", ".join(dict.fromkeys(table.model))
-    fig.suptitle(plotting.title(settings["scale"], "S4", "how many initial tokens to keep", models))
+    fig.suptitle(plotting.title(settings["scale"], "S4", settings["title"], models))
     return fig

@@ -116,6 +116,6 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     ax_s.set_title(textwrap.fill(shown, 60), fontsize=8)
     ax_s.legend(fontsize=7)
     models = ", ".join(dict.fromkeys(summary.model))
-    title = plotting.title(settings["scale"], "S5", "decoding latency (median of repeats)", models)
-    fig.suptitle(title)
+    text = f"{settings['title']} (median of repeats)"
+    fig.suptitle(plotting.title(settings["scale"], "S5", text, models))
     return fig

@@ -87,7 +87,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     )
     ax_p.legend(fontsize=7)
     _emergence_panels(ax_share, ax_rate, tables["emergence"])
-    title = plotting.title(settings["scale"], "S6", "pretraining with a sink", "byte-level Llama")
+    title = plotting.title(settings["scale"], "S6", settings["title"], "byte-level Llama")
     fig.suptitle(title)
     return fig
 

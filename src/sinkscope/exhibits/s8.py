@@ -302,9 +302,5 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
                 )
     for ax in cells.flat:
         ax.axis("off")
-    fig.suptitle(
-        plotting.title(
-            settings["scale"], "S8", "token norms and CLS attention without / with registers"
-        )
-    )
+    fig.suptitle(plotting.title(settings["scale"], "S8", settings["title"]))
     return fig

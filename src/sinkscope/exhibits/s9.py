@@ -118,6 +118,5 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
             title=f"Measured: {label}",
         )
         ax.legend(fontsize=7)
-    title = "constant-cost memory vs a growing cache"
-    fig.suptitle(plotting.title(settings["scale"], "S9", title, model))
+    fig.suptitle(plotting.title(settings["scale"], "S9", settings["title"], model))
     return fig

@@ -362,7 +362,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         plotting.title(
             settings["scale"],
             "U1",
-            "conditional damping (NOP task): attention, value norms, QK spectrum",
+            f"{settings['title']}: attention, value norms, QK spectrum",
             _model(settings["recipe"]),
             width=75,  # the 2 x 2 grid is narrower than the default wrap
         )

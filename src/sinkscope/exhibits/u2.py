@@ -192,7 +192,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         plotting.title(
             settings["scale"],
             "U2",
-            "global broadcast: the hub layer and the other layer",
+            f"{settings['title']}: the hub layer and the other layer",
             _model(settings["recipe"]),
         )
     )

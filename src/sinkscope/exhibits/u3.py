@@ -107,6 +107,5 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         shares.plot.bar(stacked=True, ax=ax, width=0.85, legend=not legend)
         legend = True
         ax.set(xlabel="layer", ylabel="sink events per input (heads)", title=model)
-    text = "where the sink sits, layer by layer"
-    fig.suptitle(plotting.title(settings["scale"], "U3", text, ", ".join(models)))
+    fig.suptitle(plotting.title(settings["scale"], "U3", settings["title"], ", ".join(models)))
     return fig

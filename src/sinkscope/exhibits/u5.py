@@ -98,6 +98,5 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
     models = dx.models_in(tables["counts"])
     fig = dx.regime_panels(tables["table"], models)
-    text = "dual regimes of sink events"
-    fig.suptitle(plotting.title(settings["scale"], "U5", text, ", ".join(models)))
+    fig.suptitle(plotting.title(settings["scale"], "U5", settings["title"], ", ".join(models)))
     return fig

@@ -51,6 +51,5 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
     models = dx.models_in(tables["counts"])
     fig = dx.regime_panels(tables["table"], models)
-    text = "sinks on registers"
-    fig.suptitle(plotting.title(settings["scale"], "U6", text, ", ".join(models)))
+    fig.suptitle(plotting.title(settings["scale"], "U6", settings["title"], ", ".join(models)))
     return fig

@@ -117,5 +117,5 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax.set(xlabel="", ylabel=label, title=label.split(" ")[0])
         ax.tick_params(axis="x", rotation=20)
     names = ", ".join(dx.models_in(table))
-    fig.suptitle(plotting.title(settings["scale"], "U7", "mechanism signatures", names))
+    fig.suptitle(plotting.title(settings["scale"], "U7", settings["title"], names))
     return fig

@@ -321,9 +321,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax.set(title=cls, xlabel="", ylabel="sink events per image")
         ax.tick_params(axis="x", rotation=40)
     _emergence_panels(below, tables["emergence"], settings["thresholds"])
-    fig.suptitle(
-        plotting.title(settings["scale"], "U9", "sink events per image by class and location")
-    )
+    fig.suptitle(plotting.title(settings["scale"], "U9", settings["title"]))
     return fig
 
 
