@@ -43,3 +43,51 @@ def test_figure_keeps_the_costliest_rules_and_sums_the_others(tmp_path):
     labels = [tick.get_text() for tick in fig.axes[0].get_yticklabels()]
     assert labels[-1] == "rule19 (1)" and labels[0] == "15 other rules (15)"
     assert "smoke scale" in fig._suptitle.get_text()
+
+
+def test_start_up_row_sums_the_jobs_start_up_files(tmp_path):
+    _benchmark(tmp_path / "benchmark", "extract", "a", 60, 90, 500, finished=1000)
+    _benchmark(tmp_path / "benchmark", "tables_S1", "all", 6, 3, 100, finished=1006)
+    (tmp_path / "S1").mkdir()
+    (tmp_path / "S1" / "tables.log.startup").write_text("3.0\n")
+    (tmp_path / "extract.log.startup").write_text("9.0\n")
+    (tmp_path / "broken.log.startup").write_text("")  # a job killed while writing it
+    (tmp_path / "run_cost.log.startup").write_text("5.0\n")  # the summing job's own
+    startups = run_cost.read_startups(tmp_path, skip=tmp_path / "run_cost.log")
+    assert sorted(startups) == [3.0, 9.0]
+    jobs = run_cost.read_benchmarks(tmp_path / "benchmark")
+    summary = run_cost.summarise(jobs, startups).set_index("rule")
+    assert list(summary.index) == ["extract", "tables_S1", "start-up", "job total", "total"]
+    assert summary.loc["start-up", "jobs"] == 2
+    assert summary.loc["start-up", "wall_min"] == pytest.approx(0.2)
+    assert "start-up" not in run_cost.summarise(jobs).index.tolist()  # none logged
+    fig = run_cost.figure(summary.reset_index(), "smoke")
+    labels = [tick.get_text() for tick in fig.axes[0].get_yticklabels()]
+    assert labels == ["tables_S1 (1)", "extract (1)"]
+
+
+class _Params(dict):
+    """What a Snakemake job's `params` offers `jobs.start`: items() and attribute access."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_a_job_start_logs_its_start_up_beside_its_log(tmp_path):
+    from types import SimpleNamespace
+
+    from sinkscope import jobs
+
+    log = tmp_path / "logs" / "X" / "tables.log"
+    log.parent.mkdir(parents=True)
+    smk = SimpleNamespace(
+        log=[str(log)],
+        threads=1,
+        rule="tables_X",
+        params=_Params(),
+        input=[],
+        scriptdir=str(tmp_path),
+    )
+    found = jobs.start(smk)
+    assert found.device == "cpu" and found.recorder.record()["rule"] == "tables_X"
+    startup = run_cost.read_startups(tmp_path / "logs")
+    assert len(startup) == 1 and 0 < startup[0] < 3600  # this test process's age

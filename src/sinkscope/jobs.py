@@ -11,9 +11,12 @@ import contextlib
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+import psutil
 
 from . import logs
 from .errors import UserError
@@ -37,11 +40,17 @@ class ModelJob(NamedTuple):
     manifest: dict[str, Any]
 
 
+STARTUP_SUFFIX = ".startup"  # beside a job's log: its start-up seconds (`run_cost`)
+
+
 def start(smk: Any, device: str = "cpu") -> Job:
     """Log to the job's log, resolve `device` (its config value: auto, cpu or cuda), give
     torch the job's threads if the script has imported it, and start the job's provenance
-    record."""
+    record. The seconds from the job's process start to here (interpreter and imports: the
+    job's start-up) go to a file beside its log, `<log>.startup`."""
     log = logs.setup(smk.log[0])
+    startup = time.time() - psutil.Process().create_time()
+    Path(smk.log[0] + STARTUP_SUFFIX).write_text(f"{startup:.3f}\n")
     if device != "cpu":
         from .device import resolve_device
 

@@ -1,5 +1,6 @@
 """The cost of a run: wall time, CPU time and peak memory per rule, from Snakemake's benchmark
-files (`logs/benchmark/<rule>/<job>.tsv`, one per job, rewritten by each run of that job)."""
+files (`logs/benchmark/<rule>/<job>.tsv`, one per job, rewritten by each run of that job), and
+the jobs' start-up, from the `<log>.startup` file `jobs.start` writes beside each job's log."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from pathlib import Path
 import pandas as pd
 
 from . import plotting
+from .jobs import STARTUP_SUFFIX
 
 COLUMNS = ["rule", "jobs", "wall_min", "cpu_min", "max_rss_mb"]
+SUMMARY_ROWS = ("start-up", "job total", "total")  # after the rules'
 
 
 def read_benchmarks(folder: str | Path) -> pd.DataFrame:
@@ -33,10 +36,28 @@ def read_benchmarks(folder: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["rule", "job", "wall_s", "cpu_s", "max_rss_mb", "finished"])
 
 
-def summarise(jobs: pd.DataFrame) -> pd.DataFrame:
+def read_startups(folder: str | Path, skip: str | Path | None = None) -> list[float]:
+    """The start-up seconds of every job that logged one under `folder` (its process start to
+    its first step: interpreter and imports), but the job whose log is `skip`; an unreadable
+    file is skipped."""
+    found = []
+    left_out = None if skip is None else Path(f"{skip}{STARTUP_SUFFIX}").resolve()
+    for path in sorted(Path(folder).rglob(f"*{STARTUP_SUFFIX}")):
+        if path.resolve() == left_out:
+            continue
+        try:
+            found.append(float(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def summarise(jobs: pd.DataFrame, startups: list[float] | None = None) -> pd.DataFrame:
     """Per rule (most wall time first): jobs, summed wall and CPU minutes, largest peak RSS;
-    then a `total` row whose wall time is the span from the first job's start to the last
-    job's end (the run's wall time when every job ran in one run) and `job total` (the sum)."""
+    then, with `startups`, a `start-up` row (the jobs that logged one and their summed start-up
+    minutes), a `job total` row (the sums) and a `total` row whose wall time is the span from
+    the first job's start to the last job's end (the run's wall time when every job ran in one
+    run)."""
     per_rule = (
         jobs.groupby("rule")
         .agg(
@@ -50,8 +71,10 @@ def summarise(jobs: pd.DataFrame) -> pd.DataFrame:
         .reset_index()
     )
     span = (jobs.finished.max() - (jobs.finished - jobs.wall_s).min()) / 60 if len(jobs) else 0.0
+    startups = startups or []
     totals = pd.DataFrame(
         [
+            ["start-up", len(startups), sum(startups) / 60, float("nan"), float("nan")],
             [
                 "job total",
                 len(jobs),
@@ -63,12 +86,13 @@ def summarise(jobs: pd.DataFrame) -> pd.DataFrame:
         ],
         columns=COLUMNS,
     )
+    totals = totals if startups else totals.iloc[1:]
     return pd.concat([per_rule[COLUMNS], totals], ignore_index=True).round(3)
 
 
 def figure(summary: pd.DataFrame, scale: str, top: int = 15):
     """Wall and CPU minutes of the `top` costliest rules, the others summed in one bar."""
-    rules = summary[~summary.rule.isin(["total", "job total"])]
+    rules = summary[~summary.rule.isin(SUMMARY_ROWS)]
     if len(rules) > top:
         rest = rules.iloc[top:]
         other = {"rule": f"{len(rest)} other rules", "jobs": rest.jobs.sum()}

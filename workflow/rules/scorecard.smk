@@ -50,6 +50,7 @@ rule run_cost:
         pdf="figures/run_cost.pdf",
     params:
         benchmarks="logs/benchmark",
+        logs="logs",
         scale=config["scale"],
         code=code_of("run_cost.py"),
     log:

@@ -1,4 +1,5 @@
-"""The run's cost per rule (results/run_cost.csv) and its figure, from the benchmark files."""
+"""The run's cost per rule (results/run_cost.csv) and its figure, from the benchmark files and
+the jobs' start-up files."""
 
 from sinkscope import run_cost
 from sinkscope.jobs import start
@@ -6,7 +7,9 @@ from sinkscope.provenance import save_figure, write_with_sidecar
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log, _, recorder = start(smk)
-summary = run_cost.summarise(run_cost.read_benchmarks(smk.params.benchmarks))
+jobs = run_cost.read_benchmarks(smk.params.benchmarks)
+startups = run_cost.read_startups(smk.params.logs, skip=smk.log[0])  # this job has no benchmark yet
+summary = run_cost.summarise(jobs, startups)
 log.info("\n%s", summary.to_string(index=False))
 prov = recorder.record()
 write_with_sidecar(summary.to_csv(index=False), smk.output.table, prov)
