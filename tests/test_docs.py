@@ -1,5 +1,6 @@
-"""The generated tables of the README and the docs: each equals what its source gives now (the
-exhibit registry, the claim catalogue), and the generator finds and rewrites a stale one."""
+"""The generated parts of the README, the docs and the report captions: each equals what its
+source gives now (the exhibit registry, the claim catalogue, the exhibit modules' prose), and the
+generator finds and rewrites a stale one."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import jinja2
 import pytest
 
 from sinkscope import docs
-from sinkscope.catalogue import THRESHOLD_HEADER, load_claims, threshold_table
+from sinkscope.catalogue import THRESHOLD_HEADER, claim_table, load_claims, threshold_table
 from sinkscope.config import load_config
+from sinkscope.exhibits import module
 from sinkscope.exhibits.registry import EXHIBITS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,10 +33,14 @@ def test_the_exhibit_table_lists_every_exhibit_by_paper_with_its_module_rule_and
     assert u9.endswith(f"`results/U9/`: {', '.join(EXHIBITS['U9'].tables)}; `figures/U9.png` |")
 
 
+def _copy_generated(root: Path) -> None:
+    for name in [*docs.GENERATED, *(f"workflow/report/{e}.rst" for e in EXHIBITS)]:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, root / name)
+
+
 def test_a_stale_table_is_named_and_rewritten(tmp_path):
-    for name in docs.GENERATED:
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / name, tmp_path / name)
+    _copy_generated(tmp_path)
     readme = tmp_path / "README.md"
     text = readme.read_text()
     readme.write_text(text.replace("| U2 | global broadcast |", "| U2 | a broadcast |"))
@@ -44,18 +50,49 @@ def test_a_stale_table_is_named_and_rewritten(tmp_path):
     assert readme.read_text() == text and docs.stale(tmp_path) == []
 
 
-def test_regenerated_replaces_the_table_from_its_header_to_its_last_row():
+def test_an_edited_exhibit_section_or_caption_is_rewritten_from_its_module(tmp_path):
+    _copy_generated(tmp_path)
+    reference, caption = (
+        tmp_path / "docs" / "exhibit-reference.md",
+        tmp_path / "workflow" / "report" / "D2.rst",
+    )
+    texts = reference.read_text(), caption.read_text()
+    reference.write_text(texts[0].replace("#### D2 — Oversmoothing", "#### D2 — Smoothing"))
+    caption.unlink()
+    assert docs.stale(tmp_path) == ["docs/exhibit-reference.md", "workflow/report/D2.rst"]
+    docs.stale(tmp_path, write=True)
+    assert (reference.read_text(), caption.read_text()) == texts
+
+
+def test_an_exhibit_section_is_its_registry_title_prose_and_claim_table():
+    sections = docs.exhibit_sections()
+    d2 = sections[sections.index("#### D2 — ") : sections.index("#### D3 — ")]
+    assert d2.startswith(f"#### D2 — O{EXHIBITS['D2'].title[1:]}\n\n")
+    assert module("D2").REFERENCE.strip() in d2
+    assert d2.rstrip().endswith(claim_table(load_claims(), "D2").rstrip())
+    assert [line for line in sections.splitlines() if line.startswith("### ")] == [
+        "### Unifying View (U1-U9)",
+        "### StreamingLLM (S1-S9)",
+        "### Sink vs diagonal (D1-D6)",
+    ]
+    assert docs.caption("D2").endswith(module("D2").CAPTION.lstrip("\n"))
+
+
+def test_regenerated_replaces_a_table_to_its_last_row_and_a_part_to_its_end_marker():
     text = "intro\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nafter\n"
-    new = docs.regenerated(text, "| a | b |", "| a | b |\n|---|---|\n| 3 | 4 |\n")
+    new = docs.regenerated(text, "| a | b |", None, "| a | b |\n|---|---|\n| 3 | 4 |\n")
     assert new == "intro\n\n| a | b |\n|---|---|\n| 3 | 4 |\n\nafter\n"
+    text = "intro\n<!-- a -->\nold\n<!-- b -->\nafter\n"
+    new = docs.regenerated(text, "<!-- a -->", "<!-- b -->", "<!-- a -->\nnew\n<!-- b -->\n")
+    assert new == "intro\n<!-- a -->\nnew\n<!-- b -->\nafter\n"
     assert threshold_table(load_claims()).startswith(THRESHOLD_HEADER)
 
 
-def test_a_file_without_its_table_names_the_header(tmp_path):
+def test_a_file_without_its_generated_part_names_its_first_line(tmp_path):
     for name in docs.GENERATED:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("no table here\n")
-    with pytest.raises(ValueError, match="README.md: no table starting with"):
+    with pytest.raises(ValueError, match="README.md: no generated part starting with"):
         docs.stale(tmp_path)
 
 

@@ -12,7 +12,10 @@ from conftest import REPO
 
 from sinkscope import scorecard
 from sinkscope.catalogue import (
+    CLAIM_HEADER,
     THRESHOLD_HEADER,
+    claim_table,
+    describe_check,
     entry_errors,
     find_claim,
     load_claims,
@@ -81,8 +84,8 @@ ALL_EXHIBITS |= {f"D{i}" for i in range(1, 7)}
 
 
 def _claim_rows(text: str) -> dict[str, list[tuple[str, list[str]]]]:
-    """The claim rows of the exhibits doc, `| `id` | paper | source | check |`, by claim id:
-    [(the exhibit heading the row sits under, its cells)]."""
+    """The claim rows of the exhibits doc, `| `id` | kind | paper | where stated | check |`, by
+    claim id: [(the exhibit heading the row sits under, its cells)]."""
     rows: dict[str, list[tuple[str, list[str]]]] = {}
     exhibit = ""
     for line in text.splitlines():
@@ -91,20 +94,9 @@ def _claim_rows(text: str) -> dict[str, list[tuple[str, list[str]]]]:
             exhibit = heading.group(1)
         row = re.match(r"^\| `([USD]\d\.[\w.]+)` \|", line)
         if row:
-            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
             rows.setdefault(row.group(1), []).append((exhibit, cells))
     return rows
-
-
-def _check_text(check: dict) -> str:
-    """A claim's check as the doc writes it, e.g. `rel_close` 0.888, rtol 0.2."""
-    text = f"`{check['kind']}`"
-    if "value" in check:
-        text += f" {check['value']:g}"
-    for key in ("rtol", "atol", "decimals"):
-        if key in check:
-            text += f", {key} {check[key]:g}"
-    return text
 
 
 def test_catalogue_covers_every_exhibit_of_the_exhibits_doc():
@@ -125,11 +117,12 @@ def test_exhibits_doc_gives_every_claim_with_its_paper_value_and_source():
     for claim in claims:
         ((exhibit, cells),) = rows[claim["id"]]  # exactly one row per claim
         assert exhibit == claim["exhibit"], claim["id"]
-        assert len(cells) == 4, claim["id"]
-        _, paper, source, check = cells
+        assert len(cells) == 5, claim["id"]
+        _, kind, paper, stated, check = cells
+        assert kind == claim["kind"], claim["id"]
         assert paper == str(claim["paper"]), claim["id"]
-        assert source, claim["id"]
-        assert check == _check_text(claim["check"]), claim["id"]
+        assert stated == claim["stated"], claim["id"]
+        assert check == describe_check(claim["check"]), claim["id"]
 
 
 def _claims_file(tmp_path, claims):
@@ -299,6 +292,7 @@ def entry(**changes):
         "why": "a short run can leave the head without a sink",
         "claim": "a is large",
         "paper": "2",
+        "stated": "Unifying View, Sec. 4",
         "check": {"kind": "greater_than", "value": 1, "source": "Unifying View, Table 1"},
         "preconditions": [
             {
@@ -330,6 +324,7 @@ def _control(**check):
         ),
         ({"why": None}, "U1.a: `why` is missing or empty"),
         ({"why": "  "}, "U1.a: `why` is missing or empty"),
+        ({"stated": None}, "U1.a: `stated` is missing or empty (where the paper states the claim)"),
         ({"check": {"kind": "greater_than", "value": 1}}, "U1.a: `check` needs exactly one"),
         (
             {"check": {"kind": "holds", "source": "Unifying View, Fig. 2", "chosen": "a pattern"}},
@@ -454,6 +449,17 @@ def test_threshold_table_has_a_row_per_check_with_its_source():
     )
     with pytest.raises(ValueError, match="U1.a: `why` is missing"):
         threshold_table([entry(why="")])
+
+
+def test_claim_table_lists_one_exhibits_claims_with_where_the_paper_states_them():
+    assert claim_table(HAND_BUILT, "U1") == (
+        CLAIM_HEADER + "\n|---|---|---|---|---|\n"
+        "| `U1.a` | replication | 2 | Unifying View, Sec. 4 | > 1 |\n"
+        "| `U1.b` | replication | 2 | Unifying View, Sec. 4 | < 0 |\n"
+        "| `U1.llm.e` | extension | 2 | Unifying View, Sec. 4 | > 1 |\n"
+    )
+    s1 = "| `S1.c` | check | 2 | Unifying View, Sec. 4 | 0.83 to 2 decimals |\n"
+    assert claim_table(HAND_BUILT, "S1").endswith(s1)
 
 
 def test_forest_plot_colours_replications_and_draws_extensions_and_checks_apart(hand_built):

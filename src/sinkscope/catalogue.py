@@ -1,5 +1,6 @@
 """The claim catalogue shipped with the package (sinkscope/claims.yaml): loading, lookup, the
-format every entry keeps, and the table of every threshold with its source or reason.
+format every entry keeps, the table of every threshold with its source or reason, and each
+exhibit's table of claims.
 
 Light on purpose (yaml only): the exhibit registry reads paper values from it to build the DAG.
 """
@@ -43,8 +44,9 @@ def _threshold_errors(check: Any, where: str) -> list[str]:
 
 
 def entry_errors(claim: dict[str, Any]) -> list[str]:
-    """What a catalogue entry lacks of the format: a `kind` of KINDS, a non-empty `why`, and
-    exactly one of `source` / `chosen` in its check and in every precondition's check."""
+    """What a catalogue entry lacks of the format: a `kind` of KINDS, a non-empty `why` and
+    `stated`, and exactly one of `source` / `chosen` in its check and in every precondition's
+    check."""
     name = claim.get("id", "an entry without `id`")
     errors = []
     if claim.get("kind") not in KINDS:
@@ -53,6 +55,8 @@ def entry_errors(claim: dict[str, Any]) -> list[str]:
         )
     if not str(claim.get("why") or "").strip():
         errors.append(f"{name}: `why` is missing or empty (why the claim is of its kind)")
+    if not str(claim.get("stated") or "").strip():
+        errors.append(f"{name}: `stated` is missing or empty (where the paper states the claim)")
     errors += _threshold_errors(claim.get("check"), name)
     for control in claim.get("preconditions") or []:
         where = f"{name}, precondition on {control.get('measure')!r}"
@@ -89,15 +93,28 @@ def describe_check(check: dict[str, Any]) -> str:
 
 
 THRESHOLD_HEADER = "| claim | kind | control | measure and check | threshold: source or reason |"
+CLAIM_HEADER = "| claim | kind | paper | where stated | check |"
+
+
+def _row(*cells: str) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+def claim_table(claims: list[dict[str, Any]], exhibit: str) -> str:
+    """One exhibit's claims as a Markdown table: per claim its kind, the paper's value, where
+    the paper states it and the check it is judged by."""
+    lines = [CLAIM_HEADER, "|---|---|---|---|---|"]
+    for claim in claims:
+        if claim["exhibit"] == exhibit:
+            check = describe_check(claim["check"])
+            cells = (claim["kind"], str(claim["paper"]), claim["stated"], check)
+            lines.append(_row(f"`{claim['id']}`", *cells))
+    return "\n".join(lines) + "\n"
 
 
 def threshold_table(claims: list[dict[str, Any]]) -> str:
     """Every threshold of the catalogue as a Markdown table: per claim a row for its own check,
     then one per control (precondition), each with its source or reason."""
-
-    def row(*cells: str) -> str:
-        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
-
     validate(claims)
     lines = [THRESHOLD_HEADER, "|---|---|---|---|---|"]
     for claim in claims:
@@ -105,5 +122,5 @@ def threshold_table(claims: list[dict[str, Any]]) -> str:
         checks += [(c["control"], c["measure"], c["check"]) for c in claim.get("preconditions", [])]
         for control, measure, check in checks:
             judged = f"`{measure}` {describe_check(check)}"
-            lines.append(row(claim["id"], claim["kind"], control, judged, threshold_source(check)))
+            lines.append(_row(claim["id"], claim["kind"], control, judged, threshold_source(check)))
     return "\n".join(lines) + "\n"

@@ -10,7 +10,9 @@ list of paths (one per model, in the order of `settings["models"]`); `settings` 
 the config values the registry gives that function. Exhibit modules measure; only the
 scorecard compares a measurement with a paper's value. Every measured value carries its
 interval (`sinkscope.stats`): exact, across seeds, or bootstrapped over the units it is computed
-from.
+from. Each module also holds its prose: `REFERENCE` (its section of docs/exhibit-reference.md,
+Markdown) and `CAPTION` (its report caption, reStructuredText with Jinja), which
+`python -m sinkscope.docs` renders.
 """
 
 from __future__ import annotations

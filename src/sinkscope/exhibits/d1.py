@@ -78,3 +78,28 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax_share.set(xlabel="layer", ylabel="share with cos <= 0", ylim=(0, 1))
     fig.suptitle(plotting.title(settings["scale"], "D1", settings["title"], ", ".join(models)))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** For every layer of a pretrained LLM, the distribution of cos(h_BOS, h_t): it
+is non-positive in the middle layers.
+
+**Paper.** Qualitative.
+
+**Pipeline.** The extraction's per-layer histograms of cos(h_first, h_t) and share of tokens with
+cos <= 0 (`diagnostics.first_cosine`); `per_input` holds that share per (window, layer), and the
+first token's attention share (alpha of the shared metrics, mean over the heads). Claim: the mean
+share of tokens with cos <= 0 over the middle third of the layers is above 0.5 (the paper says
+non-positive without a share; read as: for most tokens), bootstrapped over the windows, on the
+text claim model. The half-space condition is what a first-token sink needs, so its control,
+`D1.middle_first_token_share`, is that the middle third has such a sink: the first token's
+attention share over the same layers, windows and heads, above the sink-rate threshold 0.3 of
+Gu et al. 2024 (`metrics.SINK_RATE_EPS`).
+"""
+
+CAPTION = r"""
+**D1, half-space condition.** Top: the distribution of cos(h_first, h_t) over the other tokens t,
+per layer (hidden state entering the layer). Bottom: the share of tokens with a non-positive
+cosine; the Sink-vs-diagonal paper predicts it to be high in the middle layers.
+"""

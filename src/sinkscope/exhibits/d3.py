@@ -167,3 +167,51 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax_rise.legend(fontsize=7)
     fig.suptitle(plotting.title(settings["scale"], "D3", settings["title"], ", ".join(models)))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** Per head: attention density (entropy or effective support) against the change
+of token similarity the head causes; denser attention raises similarity. Intervention: the
+attention of sink heads is replaced by uniform attention and the rise of similarity measured,
+against the same intervention on as many random other heads.
+
+**Paper.** Qualitative.
+
+**Pipeline.** Per input, layer and head, the attention entropy and the change of token similarity
+the head causes (extraction); claim 1 is the Spearman correlation over the heads of layers >= 1
+of their mean entropy and mean change over the inputs, above 0 (the paper states the direction).
+It is measured over every head, sink head or not, so it needs no control.
+
+The intervention (rule `intervention`, `sinkscope.extract.uniform_intervention`) runs on the first
+`diagnostics.intervention.n_samples` text windows. Its plan (`diagnostics.intervention_plan`):
+the sink heads (a relaxed sink event on at least `min_event_rate`, 50 %, of the extraction's
+windows, layers from `first_counted_layer` on) are made uniform over the visible keys
+(condition `sink`); and, as a negative control in the same job, each of `random_draws` seeded
+draws (`seed`) pairs k of the sink heads (`matched_sink`) with k random heads of the same
+layers that are not sink heads (`random`), k = min(sink heads, other heads): the random heads are
+drawn in the layers of their sink heads as far as those layers have other heads, the rest among
+the other heads of the remaining counted layers (`n_same_layer` in the output says how many sat
+in their own layers). When every sink head can be matched, `matched_sink` is the set of all sink
+heads and is run once. Each distinct set of heads costs one forward pass per batch, so the job
+makes 2 + `random_draws` passes (twice the draws more when the sink heads outnumber the others);
+memory holds one batch and a row per (window, layer, condition, draw).
+
+Claim 2 reads the final layer's token similarity per window: the rise with the sink heads
+uniform over the model as trained, and its excess over the rise with as many random other heads
+uniform (matched sink heads minus random heads, averaged over the draws). The value is the
+smaller of the two means, bootstrapped over the windows: above 0 only when uniform sink heads
+raise similarity and raise it more than uniform heads of no particular kind. Its control,
+`D3.sink_heads`, counts the sink heads (bootstrapped over the extraction's windows, each resample
+choosing them again): at least one. Without sink heads nothing is made uniform, and when every
+counted head is a sink head there are no other heads to compare with; either way the claim has no
+value at this scale.
+"""
+
+CAPTION = r"""
+**D3, oversmoothing in trained LMs.** Top: per head, the attention entropy (denser attention to the
+right) against the change of mean pairwise token cosine that the head's update causes. Bottom:
+token similarity per layer as trained, with the sink heads' attention replaced by uniform
+attention over the visible keys, and with as many random other heads made uniform (the negative
+control, mean over its seeded draws).
+"""

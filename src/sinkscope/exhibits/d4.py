@@ -166,3 +166,73 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         )
     )
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** A layer trained to output exactly zero on a fraction of the tokens implements
+it with a sink (mass on BOS ≈ 1, ‖v_BOS‖ ≈ 0), never with values that sum to zero.
+
+**Paper.** Always: in globally optimal transformers a hard switch can only be a sink.
+
+**Pipeline.** Settings `toys.D4`: one attention layer, one head, learned BOS, no MLP; "off" tokens
+must receive exactly zero, "on" tokens the causal mean of the other tokens' content. Per seed,
+for the off queries: attention on BOS and on themselves, the BOS value-norm ratio of the
+projected values (‖W_O v_BOS‖ / mean_j ‖W_O v_j‖: what the head adds; the value before W_O may
+be large in a direction W_O removes), update size, and a cancellation index
+‖sum_j A_ij u_j‖ / sum_j A_ij ‖u_j‖ (near 0 when values cancel), all as means over the off
+queries. Classification of a run (seed):
+- **sink**: the off queries put on average >= 0.5 of their attention on BOS and the BOS projected
+  value-norm ratio is <= 0.2 (`metrics.NOP_MAX_RATIO`);
+- **cancellation**: the off queries put < 0.5 of their attention on BOS, their mean update is at
+  most 0.5 times that of the on queries (the off output is small) and their cancellation index is
+  <= 0.5 (at least half of the attention-weighted value norm they read cancels in the sum: small
+  output despite low sink mass and non-small values);
+- otherwise neither.
+
+The note adds each run's attention pattern (off queries' mean mass >= 0.5 on BOS: sink; else
+>= 0.5 on themselves: diagonal; else other), as D5 classifies its runs.
+
+Claims: the % of runs in each class, with Clopper-Pearson intervals over runs. "Always" and
+"never" are read as at least 90 % and at most 10 % of runs (chosen: with no exception among n
+runs the interval reaches these bounds from n = 36 runs on, so a few dozen runs can decide
+them). Both are replications: the paper proves the sink for globally optimal transformers, and
+whether gradient training finds it, or settles on values that cancel, is what the runs show.
+
+**Derivation.** *Task* (`SwitchTask`, hard; the paper gives no code): coordinate 0 of a token is
+its switch flag (+2 on, -2 off, half of the tokens off), coordinate 1 is -shift (1.0) in every
+token, the other coordinates a random direction, scaled so that each token has zero mean and unit
+variance over its coordinates. The tokens thus lie in a strict half-space (cos(e_1, x) < 0 for
+every token), the alignment condition under which the paper shows a hard switch to be a sink, and
+a LayerNorm leaves them unchanged up to its gain, so that condition reaches the attention. A sink
+realises the task exactly in the limit of large scores: keys reading coordinate 1 separate the
+BOS (free to sit at x_1 > 0) from every token by the same margin, queries reading the flag send
+off queries to the BOS and keep on queries off it (on queries then see all tokens with equal
+scores: the causal mean), and the BOS value is zero. With isotropic N(0, I) tokens instead, no
+direction separates the BOS from every token, and a sink cannot be exact. *Recipe*: sinkscope's
+(AdamW lr 3e-3, 50 warmup steps, clipping at 1, batch 64); width 32, 16 tokens, 1000 steps at the
+default, in float32 (every toy's default precision; at batch 64 and width 32 a step is too
+small for bfloat16 to pay). Each run (seed s) draws its own M from `seeds.task` + 1000 s, apart
+from its initialisation, data and evaluation seeds. The slope of each run's evaluation MSE over
+the last fifth of training is in the note. *Convergence*: the task is solvable exactly, so the
+loss decays towards zero and keeps falling in relative terms however long a run trains (its
+late fall, as a share of the end loss, stays large: U1's rule never calls it converged). The
+control of the claims is therefore how much of the task is left unsolved: the final evaluation
+MSE as a % of the MSE of a head that adds nothing (output = input, on the same evaluation
+batch), mean over the runs with a t-interval (`D4.residual_loss`, `toys.analysis.solved`); the
+claims are judged when it is at most 1 % (chosen: the head explains at least 99 % of the
+task, so the pattern it learned is the one that realises the switch), else they are
+inconclusive at this scale. With a single run the control has no interval and decides nothing.
+*Runs*: 40 (set by the CPU budget, ~2.4 CPU-s each at the default; at paper scale width 64,
+32 tokens, 30 000 steps at batch 1024).
+"""
+
+CAPTION = r"""
+**D4: a hard switch is a sink.** One attention layer (one head, learned BOS, no MLP) must add
+exactly zero to "off" tokens and a causal average to "on" tokens. The tokens lie in a strict
+half-space (a coordinate equal to -shift in every token) and have zero mean and unit variance,
+so a sink can realise the switch exactly. Per seed: where the off queries attend (BOS or
+themselves), the BOS value-norm ratio (NOP bound 0.2), the off/on update size and a cancellation
+index ||sum_j A_ij u_j|| / sum_j A_ij ||u_j|| (near 0 would mean values cancelling; dotted: the
+cancellation bound 0.5 of both ratios), and the training curves.
+"""

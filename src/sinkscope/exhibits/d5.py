@@ -124,3 +124,38 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     plotting.training_curves(axes[2], tables["curves"], runs, None, "Training curves (all runs)")
     fig.suptitle(plotting.title(settings["scale"], "D5", settings["title"], MODEL))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** A task where tokens keep their own representation (no communication): how often
+training picks a sink and how often a diagonal pattern, over seeds and settings.
+
+**Paper.** Sinks are generally preferred.
+
+**Pipeline.** Settings `toys.D5`: one attention layer plus a 4d GELU MLP, learned BOS, pre-LN; off
+tokens must get a function of themselves only. Runs over context lengths, widths and weight decays
+and seeds; each run is classified as sink, diagonal or other by where its off queries attend (sink:
+mean attention on BOS >= 0.5; else diagonal: mean attention on themselves >= 0.5; else other).
+Claim value: % of runs that pick the sink, with its Clopper-Pearson interval over runs.
+
+**Derivation.** *Task*: D4's tokens (`SwitchTask`, soft: a strict half-space, LayerNorm-invariant);
+an off token must become x_i + M c_i, a function of itself only, which diagonal attention realises
+directly and a sink (zero value) plus the MLP realises by gating on the flag: both patterns are
+representable, and training chooses. *Recipe*: sinkscope's (as D4, float32), 500 steps at batch
+64 at the default; the range of the runs' late slopes of the evaluation MSE is in the note.
+*Convergence*: D4's control (`D5.residual_loss`: the final evaluation MSE, % of a head that adds
+nothing, at most 1 %), since the soft switch too is solvable exactly. "Sinks are generally
+preferred" is read as more than half of the runs picking the sink (chosen); a replication, since
+the task does not force a pattern. The paper gives no code; its settings grid (context length,
+width, weight decay) is followed at the sizes in `config/paper.yaml`.
+"""
+
+CAPTION = r"""
+**D5: soft switch, sink or diagonal?** One attention layer plus MLP (learned BOS) where off
+tokens must get a function of themselves only; the tokens are D4's (a strict half-space), so
+both a sink and a diagonal pattern can realise it. Over context lengths, widths, weight decays
+and seeds: the share of runs whose off queries attend to the BOS (sink: mean mass >= 0.5), to
+themselves (diagonal: >= 0.5) or neither (other), the BOS and self attention mass of every run,
+and all training curves.
+"""

@@ -71,3 +71,37 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     names = ", ".join(dx.models_in(table))
     fig.suptitle(plotting.title(settings["scale"], "S2", settings["title"], names))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** Per layer and head, the share of attention on the first token(s) over long
+text: every layer past the bottom two concentrates on the initial tokens.
+
+**Paper.** Llama-2: all layers beyond the bottom two ("beyond the bottom two layers, the model
+heavily attends to the initial token across all layers and heads", Figure 2: attention maps
+averaged over 256 sentences; no rate is given).
+
+**Pipeline.** `diagnostics.first_token_share`: mean first-token share (alpha) and sink rate per
+(layer, head). `per_input` holds, per (window, layer), the first token's share averaged over
+heads and the layer's **sink rate** in that window: the % of its heads whose alpha exceeds
+`metrics.SINK_RATE_EPS` = 0.3, the criterion of a sink head of Gu et al. 2024. The claim value
+is the lowest, over the layers >= 2, of the layer's sink rate (mean over the windows: the % of
+its (window, head) pairs that are sinks), bootstrapped over the windows. Statistic and threshold
+come from one definition: the per-head sink criterion, and a share of the layer's heads.
+Measured on the text claim model (`diagnostics.claim_models.text`).
+
+**Kind and threshold.** A **replication** (a pretrained LM's attention on held-out text: its
+upper layers may keep most heads off the first token). It needs no separate control: the
+statistic is the phenomenon itself. Threshold: > 50, chosen: a layer concentrates on the first
+token when most of its heads are sink heads; the paper's "all heads" comes from a figure of
+averaged maps, without a rate to take.
+"""
+
+CAPTION = r"""
+**S2, where attention goes.** For every language model of this scale, the mean attention share
+of the first token (alpha, averaged over the queries that see it and over the text windows) per
+layer and head; a head is a sink head in a window when its alpha exceeds 0.3 (Gu et al.).
+StreamingLLM reports that in Llama-2 all layers beyond the bottom two concentrate their attention
+on the initial tokens.
+"""

@@ -155,3 +155,74 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     text = f"{settings['title']}, cache {cache}"
     fig.suptitle(plotting.title(settings["scale"], "S3", text, ", ".join(models)))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** Long text scored token by token under four cache regimes: dense (full cache,
+within the context length), window (0+W), sliding window with re-computation, and StreamingLLM
+(4 sinks + W-4 recent tokens, positions assigned by cache order, RoPE re-applied). A curve of
+log-perplexity over position and a table.
+
+**Paper.** Llama-2-13B on 65K tokens of PG19: 0+1024 gives PPL 5158.07; 4+1020 gives 5.40;
+four "\n" tokens + 1020 give 5.60 (Table 1); the sliding window with re-computation 5.43
+(Figure 1). Across the models of Table 2 the window (0 kept) is 1.48 (Falcon-7B) to 352
+(Llama-2-7B) times worse than 4 kept initial tokens.
+
+**Pipeline.** `sinkscope.streaming` (a KV-cache policy layer with exact RoPE re-rotation): policies
+`full`, `0+C`, `k+r`, `recompute C`; cache C = `streaming.ppl.cache`. The table `ppl` gives each
+condition's PPL = exp(mean NLL) over the whole text it scored (the paper's metric), over the
+**positions after the first C** (`ppl_full_cache`) and over those that re-computation scored.
+The claims are read after the first C text positions only: before, every policy keeps every
+token of the same stream, so the conditions score alike and a statistic over them is pulled
+towards "no difference" (a true ratio r over a text whose first quarter is pre-fill reads about
+r^0.75). From position C + 1 on, every condition's cache is full and has evicted a token,
+whatever the stream's prefix. Claims:
+
+- `S3.window_collapses`: PPL(0+C) / PPL(4+(C-4)), exp(mean paired NLL difference);
+- `S3.sinks_match_recomputation` and `S3.newline_sinks`: the **share of the window's log-PPL
+  gap** that a condition closes, (log PPL(window) - log PPL(condition)) / (log PPL(window) -
+  log PPL(reference)): 1 when the condition does as well as the reference, 0 when no better than
+  the window. For the sinks, 4+(C-4) between 0+C and re-computation, on the re-computed
+  positions; for the newlines, 4 newlines + window between 0+C and 4+(C-4). A share, unlike a
+  PPL ratio, carries over between a model whose window collapses 955-fold and one whose window
+  degrades 1.5-fold; it is undefined (no value) when the window is not worse than the reference.
+
+All three are on the positions after the first C that every compared condition scored, with a
+bootstrap interval over blocks of `streaming.ppl.block_tokens` contiguous text positions (table
+`blocks`: the summed NLLs of each condition per block; `streaming.exhibit_tables`).
+Re-computation costs a C-token pass per scored position; it is scored at every
+`streaming.ppl.recompute_every`-th position.
+The newline condition streams S = `streaming.ppl.newline_sinks` newlines, then the text (no
+model prefix). A newline is the ids a newline adds after text, as in running text: Llama-2's
+SentencePiece encodes a lone "\n" as two ids (29871, 13) but a newline after text as 13 alone.
+Where a newline is m > 1 ids after text, the S newlines are S·m ids, all kept as sinks, and the
+window keeps C - S·m recent tokens: the condition is named `nl+(C - S·m)`. A tokenizer that
+merges a newline into the text before it stops the part with a message.
+
+**Kind, controls and thresholds.** All three are **replications** (a pretrained LM on measured
+text: its window may not degrade, its sinks may recover only part of the loss, newlines may not
+act as sinks). `S3.window_collapses` is the phenomenon itself; the two sinks rows have the
+control "the window without sinks degrades" (`S3.window_collapses` >= 1.47): without it a share
+of a gap that is not there says nothing. Thresholds, from the paper:
+
+- 1.47 (window collapses, and the control): the smallest window-over-4-kept PPL ratio among the
+  models of Table 2 (Falcon-7B, 17.90 vs 12.12 = 1.477); a small LM cannot be expected to reach
+  Llama-2-13B's 955, and the paper calls Falcon's 1.48 a drastic increase too;
+- 0.99 (sinks match re-computation, newline sinks): the smallest share the paper calls
+  sufficient, four initial tokens in Table 2 (Pythia-12B: ln(21.62/12.09) / ln(21.62/12.02) =
+  0.990). The paper's own shares: 1.001 for sinks + window against re-computation (Figure 1:
+  5158 -> 5.40 vs 5.43), 0.995 for the newlines (Table 1: 5158.07 -> 5.60 vs 5.40).
+"""
+
+CAPTION = r"""
+**S3: streaming perplexity by KV-cache policy.** Per-token log-PPL (mean NLL per bin of text
+positions) of each pretrained LM streamed over long text (default: the Austen corpus; paper scale:
+PG19) with a cache of C tokens: window attention (0+C), StreamingLLM (4 initial + C-4 recent,
+positions by cache order, RoPE re-applied), the same with 4 newline tokens in place of the
+initial tokens (nl+), the full cache (first tokens only) and the sliding window with
+re-computation (dots: scored every n-th position). The dotted line marks C: before it every
+policy keeps every token, and the claims are read after it. Legend: PPL of each condition over
+its own positions (the paper's metric). Computed by the exact chunked evaluation (equal to the
+token-by-token loop within 1e-4 NLL, tests/test_streaming.py).
+"""

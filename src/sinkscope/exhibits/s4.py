@@ -144,3 +144,39 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     models = ", ".join(dict.fromkeys(table.model))
     fig.suptitle(plotting.title(settings["scale"], "S4", settings["title"], models))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** Perplexity with 0, 1, 2, 4 or 8 initial tokens kept at the same total cache
+size.
+
+**Paper.** Llama-2-7B (cache 4096): 3359.95 / 11.88 / 10.51 / 9.59 / 9.54 for 0 / 1 / 2 / 4 / 8
+initial tokens (Table 2, with Falcon-7B, MPT-7B and Pythia-12B at cache 2048).
+
+**Pipeline.** The streaming perplexity of S3 with the sink counts `streaming.ppl.sinks`, every
+count on the positions all of them scored (the first `streaming.ppl.short_tokens`). The table
+`ppl` gives each count's PPL there (the paper's metric) and after the first C (`ppl_full_cache`).
+The claims and the control are read after the first C only, as in S3 (at the default's 4096
+positions and cache 1024, the first quarter of the positions is pre-fill, where every count
+scores alike). Claims: the share of the window's log-PPL gap (0 kept against the most kept, 8)
+that 1 kept initial token closes, and that 4 close (`gap_share`, as in S3). The control
+`S4.window_ratio`: PPL with 0 over PPL with 8 kept (the window degrades). Each has the
+block-bootstrap interval of S3.
+
+**Kind, controls and thresholds.** Both are **replications** (the claim model may spread its
+sink over more initial tokens), with the control "the window without initial tokens degrades"
+(`S4.window_ratio` >= 1.47, the smallest 0-over-8-kept ratio of Table 2, Falcon-7B 1.477).
+Thresholds, from Table 2: 0.96, the smallest share one initial token closes among its models
+(Llama-2-7B: ln(3359.95/11.88) / ln(3359.95/9.54) = 0.963; the other three 1.00-1.01); 0.99, the
+smallest share four close (Pythia-12B 0.990; Llama-2-7B 0.999).
+"""
+
+CAPTION = r"""
+**S4: how many initial tokens to keep.** Perplexity with
+{{ snakemake.config.streaming.ppl.sinks | join(", ") }} initial tokens kept
+beside the most recent ones, at the same total cache C, on the same text positions: solid, over
+all of them (the paper's metric); dashed, over those after the first C, where the cache is full
+and the counts can differ (the claims are read there). The paper (Llama-2-7B, cache 4096):
+3359.95 / 11.88 / 10.51 / 9.59 / 9.54.
+"""

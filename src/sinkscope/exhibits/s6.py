@@ -114,3 +114,70 @@ def _emergence_panels(ax_share, ax_rate, found: pd.DataFrame) -> None:
         ax.axhline(threshold, ls=":", c="gray", label=f"control threshold {threshold:g}")
         ax.set(xlabel="tokens (bytes) seen in training, thousands", ylabel=label)
         ax.legend(fontsize=7)
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** Small LMs pretrained from scratch as vanilla, zero sink (softmax + 1), or with
+a learnable sink token prepended to every sample, then streamed with 0 / 1 / 2 / 4 initial tokens
+kept.
+
+**Paper.** 160M-parameter models, streaming PPL with 0 / 1 / 2 / 4 initial tokens:
+
+| model | 0 | 1 | 2 | 4 |
+|---|---|---|---|---|
+| vanilla | 27.87 | 18.49 | 18.05 | 18.05 |
+| zero sink | 29214 | 19.90 | 18.27 | 18.01 |
+| learnable sink | 1235 | 18.01 | 18.01 | 18.02 |
+
+**Pipeline.** Settings `streaming.pretrain`: four byte-level Llama LMs (`vanilla`, `zero_sink`,
+`sink_token`, `learned_sink`; the last is S7's) trained on the same data with the same steps and
+initialisation. The first `eval_tokens` held-out bytes are cut into `eval_windows` windows, each
+streamed on its own from its first byte with 0 / 1 / 2 / 4 kept tokens; PPL is over the bytes
+predicted once the cache has started to evict (after the first `cache` + 1 bytes of each window),
+the same text bytes for every variant. Claims: PPL with 1 over PPL with 4 kept tokens (exp of the
+difference of the mean NLLs) for the sink-token, vanilla and zero-sink models; intervals: bootstrap
+over the evaluation windows, paired across conditions.
+
+**Emergence over training.** Every `streaming.pretrain.emergence.every` steps and at the last,
+each LM's training log measures its sinks on the first `emergence.windows` held-out windows of
+`context` bytes: the first token's attention share and the sink rate (the % of heads with a share
+above 0.3), means over the windows and layers, as S7 reads them at the end. S6's `emergence`
+table holds them per variant against the tokens seen, and its figure draws them with the
+thresholds of S7's control (a head sinks above 0.3; the vanilla LM's sink rate must exceed 0), so
+a reader sees how far training has brought the phenomenon: Gu et al. (ICLR 2025) see first-token
+sinks emerge in LMs of about 60 M parameters only after one to two billion tokens, while the
+default trains each LM on 160 x 16 x 128 = 0.3 M bytes.
+
+**Kind, controls and thresholds.** All three are **replications** (LMs trained here, which may
+not develop the paper's sinks). Controls, measured on the vanilla LM by S7: it has first-token
+sinks (`S7.vanilla_sink_rate`, the % of (window, layer, head) whose first-token share exceeds
+0.3, Gu et al.'s criterion, > 0: present in every resample of the windows; chosen, since the
+paper gives no rate) and it degrades with 0 kept tokens (`S7.vanilla_window_ratio`, PPL per byte
+0 over 4 kept, >= 1.1); `S6.sink_token_one_suffices` also needs the vanilla LM to need more than
+one (`S6.vanilla_needs_several` > 1.003). The paper's PPLs are per token of the GPT-NeoX
+tokenizer, these per byte: a per-token PPL ratio r is about r^(1/b) per byte at b bytes per
+token, and the thresholds take b = 4 (about 4 characters of English text per token of a
+GPT-2-style BPE, which GPT-NeoX's is). Thresholds, from the paper so converted:
+
+- 1.003: the line between "one kept token suffices" and "needs several", the geometric midpoint
+  of Table 3's 1-over-4-kept ratios of the learnable-sink model (18.01/18.02 = 0.999) and the
+  vanilla one (18.49/18.05 = 1.024), 1.012 per token, 1.012^(1/4) per byte;
+- 1.1 (the window control): the smallest window-over-4-kept ratio of Table 2 (Falcon-7B 1.477
+  per token), 1.477^(1/4) = 1.10 per byte (the paper's vanilla 160M model: 1.544, 1.115 per byte).
+"""
+
+CAPTION = r"""
+**S6: pretraining with a sink.** Small byte-level Llama LMs trained from scratch on the corpus
+with the same data, steps and initialisation: vanilla, zero sink (softmax with an extra zero
+logit), a learnable sink token prepended to every sample, and gpt-oss's learned per-head sink
+logit, each for {{ snakemake.config.streaming.pretrain.steps }} steps. Panels: training loss;
+perplexity (per byte) of held-out text, cut into windows each streamed on its own with a cache of
+{{ snakemake.config.streaming.pretrain.cache }} bytes, keeping
+{{ snakemake.config.streaming.pretrain.sinks | join("/") }} initial tokens (scored on the bytes
+after the cache starts to evict); and the sinks as they emerge in training, measured every
+{{ snakemake.config.streaming.pretrain.emergence.every }} steps on
+{{ snakemake.config.streaming.pretrain.emergence.windows }} held-out windows: the first token's
+attention share and the sink rate over the tokens seen, with the thresholds of S7's control
+(dotted; ``results/S6/emergence.parquet``).
+"""

@@ -108,3 +108,34 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     title = plotting.title(settings["scale"], "S7", settings["title"], "byte-level Llama")
     fig.suptitle(title)
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** A learned logit per head is appended to the softmax and dropped after it; in
+a trained small LM the attention mass on the first token falls, and streaming with 0 sinks kept
+works.
+
+**Paper.** Qualitative.
+
+**Pipeline.** The `learned_sink` model of S6 against the vanilla one: the first-token attention
+(alpha of the first key, mean over heads and layers) on `attention_windows` held-out windows of the
+training context, learned sink minus vanilla; and PPL with 0 over PPL with 4 kept tokens on S6's
+evaluation windows. The controls of S6 and S7 are measured here on the vanilla LM: its sink rate
+(per window and layer, the % of heads whose alpha exceeds 0.3, `streaming.sink_eval`; the mean
+over layers and windows) and its PPL with 0 over 4 kept tokens. Intervals: bootstrap over the
+windows, paired across the models.
+
+**Kind, controls and thresholds.** Both are **replications** with the control "the vanilla LM
+has first-token sinks" (`S7.vanilla_sink_rate` > 0); `S7.streams_without_sinks` also needs the
+vanilla LM to degrade with 0 kept tokens (`S7.vanilla_window_ratio` >= 1.1, as in S6).
+Thresholds: the fall of the first-token mass, < 0, chosen (the overview states a direction, no
+size); streaming with 0 kept tokens, <= 1.003, S6's line between "suffices" and "needs more"
+(Table 3, per byte).
+"""
+
+CAPTION = r"""
+**S7: the gpt-oss learned sink logit.** Left: per layer, the mean attention weight on the first
+token (all queries that see it) for each variant, and the weight absorbed by the sink logit where
+there is one (zero sink, learned sink). Right: streaming perplexity with no initial token kept.
+"""

@@ -304,3 +304,47 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax.axis("off")
     fig.suptitle(plotting.title(settings["scale"], "S8", settings["title"]))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** Token-norm histograms of ViTs without registers (bimodal: outliers in
+low-information background patches, about 2 % of the tokens) and with registers (the outliers
+gone), and attention maps with and without registers.
+
+**Paper.** DINOv2 ViT-g: norm > 150 for 2.37 % of the tokens.
+
+**Pipeline.** For pairs of models (without, with registers) the token norms at the output of the
+last layer, the high-norm outlier share of the patch tokens and the CLS attention over the patches.
+Paper scale: DINOv2 ViT-g and its register version with the absolute threshold 150; default scale:
+the trained variants (baseline / registers, gate / gate-registers, every seed) with a relative
+threshold. Every value is per image (the diagnostic images), averaged over the seeds of the claim
+pair, with intervals bootstrapped over the images; when the models without registers have no
+outlier at all, the outlier share gets the exact Poisson upper bound of no event in their patch
+tokens (a bootstrap of zeros would give [0, 0]). The outliers count as gone when the share with
+registers is at most 25 % of the share without (ratio of the mean shares over the same images).
+Low information is measured by the pixel standard deviation of a patch in the model's input (over
+its pixels and channels; a flat background patch has a low one): per image with outliers, the share
+of (outlier, other) patch pairs in which the outlier patch has the lower standard deviation (ties
+count one half), averaged over those images; above 0.5, the outliers sit on the flatter patches.
+
+**Scale control.** Darcet et al. (2024, Sec. 2.1, Fig. 4) see the high-norm tokens only in the
+largest DINOv2 models, from ViT-L (about 300 M parameters) up. `S8.parameters` is the parameter
+count of the claim pair's models without registers (the smallest, from their caches' manifests,
+in millions), and every S8 claim requires at least 300: a smaller ViT is inconclusive at this
+scale, not a failure of the claim. Outliers have also been reported in a supervised DeiT-III ViT-S
+(Bach et al., TMLR 2025); the control follows the recipe the claims come from (DINOv2, and the
+self-supervised ViTs trained here), for which Darcet et al. give the scale. The training length of
+a released model (the paper-scale pair) is not known to the run, so S8 has no training-length
+control; the trained pairs' training is in U9's `U9.baseline_images_seen`.
+"""
+
+CAPTION = r"""
+**S8, high-norm tokens.** Norms of the patch tokens at the output of the last layer, for ViTs
+without and with registers (default scale: the trained variants, every seed; paper scale:
+DINOv2 ViT-g and ViT-g with registers), with the outlier threshold (dashed; default: 3x the
+model's median patch norm, paper scale: 150). The bar panel gives the share of patch tokens
+above it; the paper finds about 2 % outliers without registers and none with them. Bottom:
+held-out images and the attention of the last layer's CLS query over the patches (mean over
+heads), without and with registers.
+"""

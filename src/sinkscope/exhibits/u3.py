@@ -109,3 +109,60 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax.set(xlabel="layer", ylabel="sink events per input (heads)", title=model)
     fig.suptitle(plotting.title(settings["scale"], "U3", settings["title"], ", ".join(models)))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** For every layer of a pretrained ViT, where the sink sits: on CLS, on a patch,
+on a register. CLS holds it in early layers, specific patch tokens deeper.
+
+**Paper.** Qualitative.
+
+**Pipeline.** The diagnostics stage (`diagnostics.layer_transitions`): per layer, the share of
+counted sink events on the first token, a register or another token, and the events per input;
+`per_input` holds the events per (image, layer, location). The claim holds when the most frequent
+location (the largest share of a layer's events, averaged over the third's layers) over the first
+third of the layers is the first token (CLS) and over the last third another token (a patch); the
+boolean is bootstrapped over the images, so its interval says whether the pattern holds in every
+resample, in none or in some. Measured on the image claim model (`diagnostics.claim_models.image`);
+every other ViT is in the table.
+
+**Extension: the same claims on an LLM (U3-U5, U7).** The Unifying View finds sinks in ViTs and
+LLMs alike, and applies these diagnostics to ViTs. The same statements are measured on the text
+claim model (`diagnostics.claim_models.text`: SmolLM2-135M by default, Llama-2-7B at paper
+scale) as claims of their own, `U3.llm.*`, `U4.llm.*`, `U5.llm.*`, `U7.llm.*`, of kind
+`extension`: the same measures, thresholds and rules (relaxed events, layers >= 1), with the
+first token (BOS, or the text's first token for a tokenizer without one) in the place of CLS,
+the text windows in the place of the images (`data.text`), intervals bootstrapped over the
+windows, and controls at the paper's rates per text window (`U5.llm.events_per_window` at least
+0.45, `U5.llm.nop_per_window` 0.25, `U5.llm.broadcast_per_window` 0.09, `U7.llm.sink_heads` at
+least 3). The scorecard counts them apart from the replications of the paper's ViT claims, in a
+line and a table of their own; the ViT rows are unchanged. Every other model of the run is in
+the exhibits' tables and figures.
+
+**Control: sink events at the paper's rate (U3-U6).** The statements of U3-U6 are about a
+model's sink events (where they sit, which heads have them, of which class), so they can be
+tested only on a model that has sink events at the rate the paper reads them at, not on a
+handful. The rate comes from the paper's own count: its unmitigated LeJEPA ViT-L baseline has
+0.45 relaxed sink events per image over blocks 1-23, 0.25 of them NOP-like and 0.09
+broadcast-like (the appendix table of sinks per image, `tab:lejepa_sink_counts`, reproduced by
+the reference code's `lejepa_sinks/sink_table.py` on 1984 ADE20K images). U5 reports the claim
+model's counted events per image (`U5.events_per_image`, `U5.nop_per_image`,
+`U5.broadcast_per_image`; U6 those on registers, `U6.register_events_per_image`), each with the
+exact Poisson (Garwood) interval of the rate over the images (`stats.event_rate`); a control is
+met when the whole interval is at or above the paper's rate. U3 and U4 need all counted events
+at 0.45 per image, U5 its two classes at 0.25 (NOP) and 0.09 (Broadcast), U6 the register events
+at 0.45. A model with fewer sinks than that leaves these claims inconclusive at this scale: a
+pattern read from a few events is not the paper's statement. Two differences from the reference
+count: its NOP-like / broadcast-like split uses the raw value-norm ratio alone (broadcast-like:
+ratio >= 0.5, no stable-rank condition), while the sink classes here use the projected ratio and
+the stable rank (the reference's definition for the pretrained DINOv2 models), so the Broadcast
+class here is the stricter one; and the Poisson interval treats events as independent, while
+they cluster in heads and images, so it is narrower than an interval over the images would be.
+"""
+
+CAPTION = r"""
+**U3, layer transitions.** Sink events (relaxed rule) per input and layer, split by where the
+sink sits: the first token (BOS or CLS), a register, or another token (a patch in ViTs). The
+paper finds CLS sinks in early layers of pretrained ViTs and specific patch tokens deeper.
+"""

@@ -100,3 +100,32 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     fig = dx.regime_panels(tables["table"], models)
     fig.suptitle(plotting.title(settings["scale"], "U5", settings["title"], ", ".join(models)))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** Every sink event placed on the axes (value-norm ratio, stable rank), coloured
+by depth: a NOP cluster in early and middle layers (ratio < 0.2) and a Broadcast cluster in deep
+layers (ratio >= 0.5, srank <= 1.5); plus counts per class and depth band.
+
+**Paper.** NOP sinks have value norms below 0.2x the baseline; Broadcast sinks have ordinary value
+norms and rank-1 updates.
+
+**Pipeline.** `diagnostics.events` and `diagnostics.regime_counts`: the counted events with
+ratio_out, srank, class and band (thirds of the depth); `per_input` holds the events per (image,
+band, class). The claim value is the smaller of two differences: the NOP share of the events in
+the early + middle thirds minus in the deep third, and the Broadcast share in the deep third minus
+in the early + middle thirds (positive when both hold), bootstrapped over the images; the paper
+gives the order without a size, so the threshold is 0. U5 also reports the rates of U3-U6's
+controls (see U3): all counted events, NOP and Broadcast events per image. The claim's controls
+are its two classes at the paper's rates, 0.25 NOP and 0.09 Broadcast events per image: without
+Broadcast events the Broadcast shares differ by 0 and the claim would fail for want of the
+events it is about.
+"""
+
+CAPTION = r"""
+**U5, dual regimes.** Every sink event on the axes value-norm ratio (||W_O v_s|| over the mean of
+the other tokens) and stable rank of the head update, coloured by depth; dashed line: NOP
+(ratio <= 0.2); dotted: Broadcast (ratio >= 0.5 and stable rank <= 1.5). Counts per class and
+depth band are in results/U5/counts.parquet.
+"""

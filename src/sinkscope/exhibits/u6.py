@@ -53,3 +53,25 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     fig = dx.regime_panels(tables["table"], models)
     fig.suptitle(plotting.title(settings["scale"], "U6", settings["title"], ", ".join(models)))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** In models with registers: the share of sinks located on registers and the
+class split of those sinks, the majority being NOP.
+
+**Paper.** Majority NOP.
+
+**Pipeline.** Runs only on models with registers (paper scale: DINOv2 with registers; default
+scale: the seed-0 register variants trained for U8); the claims are measured on
+`diagnostics.claim_models.registers`. The table keeps the counted events that sit on
+a register, `per_input` their count per (image, band, class); the claim value is the % NOP among
+them, bootstrapped over the images, above 50 (most is more than half). Its control,
+`U6.register_events_per_image`, is the rate of those events with its exact Poisson interval, at
+least the paper's 0.45 sink events per image (see U3).
+"""
+
+CAPTION = r"""
+**U6, sinks on registers.** Sink events located on register tokens, on the axes of U5, for the
+models with registers. The paper finds them mostly NOP.
+"""

@@ -119,3 +119,32 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     names = ", ".join(dx.models_in(table))
     fig.suptitle(plotting.title(settings["scale"], "U7", settings["title"], names))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** Sink heads against the other heads: the QK spectral peak, and massive
+activation at the sink position.
+
+**Paper.** Qualitative.
+
+**Pipeline.** `diagnostics.mechanism`: a sink head has a relaxed sink event on at least 50 % of the
+inputs (`diagnostics.intervention.min_event_rate`), layers from `first_counted_layer` on;
+`per_input` holds the event flag and massive activation per (image, layer, head). The first claim
+is the median QK spectral peak of sink heads minus that of the other heads (above 0: the paper
+names the signature without a size); the second is the median over sink heads of their median
+massive activation at the sink, at least 10 (an order of magnitude above the layer's median
+token norm: the paper gives no number for "massive"). `U7.sink_heads` counts the sink heads.
+All three are bootstrapped over the images: each resample chooses the sink heads again (the QK
+spectra come from the weights). Control: at least 3 sink heads in every resample; a median over
+one or two heads is one head's value or the mean of two, and from three heads on it withstands
+one aberrant head. Deviation from the reference code: its Figure 7A takes a head with at least 50
+sink events among 4096 images (1.2 %); at the default 64 images that rule would make a sink head
+of any head with a single event, so a sink head here sinks on most of the inputs.
+"""
+
+CAPTION = r"""
+**U7, mechanism signatures.** Heads with a sink event on at least half of the inputs against the
+other heads: the QK spectral peak sigma_1/sigma_2 of W_Q^h W_K^h^T (from the weights), and the
+residual-stream norm at the sink position over the layer's median token norm.
+"""

@@ -258,3 +258,84 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
             ax.legend(fontsize=7)
     fig.suptitle(plotting.title(settings["scale"], "U8", settings["title"]))
     return fig
+
+
+# The exhibit's prose, rendered by `python -m sinkscope.docs`
+REFERENCE = r"""
+**What it shows.** ViTs trained with LeJEPA (SIGReg) in the variants baseline, registers, gate
+(elementwise and headwise) and gate + registers, over several seeds, read by frozen linear
+probes: dense segmentation (mIoU) and classification (top-1).
+
+The variants: the **gate** is y = sigmoid(Linear(LN(x))) * concat(head outputs), applied before
+W_O, with Linear(d, d) for the elementwise gate and Linear(d, H) for the headwise gate (one scalar
+per head). **Registers** are learned tokens placed after CLS and before the patches, without
+positional embedding.
+
+The ViT is built as the Unifying View's reference code builds its LeJEPA ViT
+(KempnerInstitute/attention_sink, `src/config.py`, `src/blocks.py`, `src/vit.py`): pre-norm
+blocks with **LayerScale** (a per-channel gamma on the output of each attention and MLP branch,
+before the residual add, initialised to 1e-4: `mitigation.arch.layerscale_init`) and **drop path**
+(per-sample stochastic depth on each branch, at a rate rising linearly from 0 in the first block
+to 0.1 in the last: `mitigation.arch.drop_path_rate`), in training only. Drop path draws its masks
+from the global generator, seeded per training step, so a resumed run draws the masks an
+uninterrupted one would. Deviations from the reference, each kept for a stated reason: timm's
+attention keeps a bias on the q, k, v projections (the reference has none; the gate variants' gate
+takes its bias from the same switch in timm); weight decay spares the norms, biases, LayerScale
+and embeddings (the reference decays every parameter); the default trains 32-pixel images with 4
+blocks of width 64 for a few hundred steps and two global plus two local views (the reference:
+ViT-L/16 at 224 pixels, 100 epochs, four global views), the scale a laptop trains in minutes;
+registers carry no positional embedding (the reference adds one to every token, registers
+included), so that a register is placed by its learned vector alone.
+
+**Emergence over training.** At every log step of its training (`mitigation.train.log_every`)
+each ViT's log counts its sink events per image on `mitigation.train.emergence_images` held-out
+images, all and by class, by the diagnostics' rules (`sinkscope.vision.emergence`: relaxed events
+at the dominant key of each head of the layers from `diagnostics.first_counted_layer` on; NOP /
+Broadcast as U5 and U9 class them, NOP-like / broadcast-like by the reference code's rule). U9's
+`emergence` table holds them per model and step, and its figure draws each variant's mean over
+its seeds with the rates U3-U5's controls need (the paper's own count: 0.45 events, 0.25 NOP,
+0.09 Broadcast per image). The counts come from the log, so the curves cost seconds, and a
+resumed training continues them without gaps or repeats.
+
+**Paper.** ViT-L/16, 100 epochs of ImageNet-1k; variants in the order baseline / registers /
+elementwise gate / elementwise gate + registers:
+
+| probe | baseline | registers | elementwise gate | elementwise gate + registers |
+|---|---|---|---|---|
+| ADE20K mIoU | .166 | .187 | .186 | .200 |
+| VOC mIoU | .438 | .499 | .480 | .522 |
+| ImageNet top-1 | 69.37 | 69.31 | 69.52 | 69.36 |
+
+**Pipeline.** `sinkscope.vision` trains the variants `baseline`, `registers`, `gate` (elementwise),
+`headgate` and `gate-registers` (settings `mitigation.*`); the probes are averaged over the seeds.
+Segmentation claims are differences of mean mIoU over seeds (variant minus baseline; for gate +
+registers, minus each other trained variant), each with its Welch interval over the seeds; a claim
+must hold on every segmentation dataset (and against every other variant), so its value is the
+smallest difference and its interval [min of the lows, min of the highs]. The classification claim
+is the spread (max - min, in points) of the variants' mean top-1 (0.21 points in the paper), with
+the interval [largest lower, largest upper bound] of |difference| over the pairs of variants' Welch
+intervals; it must stay within 1 point (about five times the paper's spread, which the paper calls
+unchanged).
+
+**Controls.** A difference between two probes means something only if the probes read something
+from the features. Each row of a probe table carries its chance level (`sinkscope.vision.probes`):
+100 / classes for top-1, and for mIoU the mIoU of the best constant prediction (every pixel given
+the test set's most frequent class), computed on the same test images. The control of each claim
+(`U8.segmentation_above_chance_registers`, `_gate`, `_all`, `U8.classification_above_chance`) is
+the smallest, over the probes the claim compares, of (score - chance) / (perfect - chance) (mean
+over seeds; its interval [min of the lows, min of the highs] of the t-intervals over seeds), and it
+must reach 0.1: a tenth of the way from chance to a perfect probe. The segmentation claims are about
+mitigating sinks, so they also carry U9's controls: the baseline has NOP sinks, and it is at the
+scale where the literature reports them (see U9). The probe figure draws the chance level.
+"""
+
+CAPTION = r"""
+**U8, mitigation table.** ViT variants trained with LeJEPA (multi-view invariance + SIGReg):
+baseline, registers, elementwise gate, headwise gate, elementwise gate + registers, several
+seeds. Frozen linear probes: segmentation mIoU (a linear map per patch token, logits upsampled
+to the label map) and classification top-1 (CLS), mean +- std over seeds, with the chance level
+(dotted: 100 / classes, or the mIoU of the best constant prediction); red diamonds are the
+paper's values (ViT-L/16, 100 epochs of ImageNet-1k; ADE20K / VOC / ImageNet). Right: the
+LeJEPA loss and the online probe's held-out accuracy during training. Default scale: tiny ViTs
+on procedural images with exact masks, a few hundred steps.
+"""
