@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,45 @@ def test_imports_are_resolved():
 def test_training_loop_builds_on_files_and_the_code_digest_only():
     found = imported("sinkscope.training", PACKAGE / "training.py")
     assert {f"sinkscope.{part(m)}" for m in found} == {"sinkscope.files", "sinkscope.codedigest"}
+
+
+# What the jobs that compute no tensors import: every exhibit module (its claims and figure
+# jobs), the job set-up, the scorecard, the run cost and the shared plotting
+LIGHT = ["sinkscope.jobs", "sinkscope.scorecard", "sinkscope.run_cost", "sinkscope.plotting"]
+
+
+def first_torch_importers(names: list[str]) -> list[str]:
+    """The modules of `names` that load torch, each imported in turn in a fresh interpreter
+    (so one that loads torch does not hide the next)."""
+    probe = (
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    importlib.import_module(name)\n"
+        "    if 'torch' in sys.modules:\n"
+        "        print(name)\n"
+        "        break\n"
+    )
+    found, rest = [], list(names)
+    while rest:
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *rest], capture_output=True, text=True, check=True
+        )
+        culprit = done.stdout.strip()
+        if not culprit:
+            break
+        found.append(culprit)
+        rest = rest[rest.index(culprit) + 1 :]
+    return found
+
+
+def test_jobs_that_compute_no_tensors_load_no_torch():
+    exhibits = sorted(
+        n for n in modules() if n.startswith("sinkscope.exhibits.") and n[-1].isdigit()
+    )
+    assert len(exhibits) == 24
+    assert first_torch_importers(LIGHT + exhibits) == []
+
+
+def test_a_module_that_loads_torch_is_named():
+    found = first_torch_importers(["sinkscope.stats", "sinkscope.toys.model", "sinkscope.metrics"])
+    assert found == ["sinkscope.toys.model"]

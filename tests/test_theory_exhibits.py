@@ -13,7 +13,7 @@ import torch
 from sinkscope.exhibits import d2, d3, d6
 from sinkscope.scorecard import INCONCLUSIVE, judge, load_claims
 from sinkscope.scorecard import verdict as scorecard_verdict
-from sinkscope.toys import cost
+from sinkscope.toys import cost, oversmoothing
 
 SETTINGS = {"scale": "test"}
 CATALOGUE = {c["id"]: c for c in load_claims()}
@@ -195,6 +195,8 @@ def test_d6_lengths_must_not_repeat():
 
 # --- D2 -----------------------------------------------------------------------------------------
 
+W_VO = ("identity", "generic", "counteracting")  # the W_VO of toys.oversmoothing, in its order
+
 
 def test_d2_theory_known_answers():
     d, length = 16, 8
@@ -202,9 +204,11 @@ def test_d2_theory_known_answers():
     mu[0] = 2.0
     eye = torch.eye(d, dtype=torch.float64)
     s0 = 4.0 / (4.0 + d)  # input similarity |mu|^2 / (|mu|^2 + d)
-    assert d2.theory(0.0, eye, mu, length) == pytest.approx(s0)
-    assert d2.theory(1.0, -0.999999 * eye, mu, length) == pytest.approx(-1 / (length - 1), rel=1e-3)
-    rising = [d2.theory(r, eye, mu, length) for r in np.linspace(0, 1, 5)]
+    assert oversmoothing.theory(0.0, eye, mu, length) == pytest.approx(s0)
+    assert oversmoothing.theory(1.0, -0.999999 * eye, mu, length) == pytest.approx(
+        -1 / (length - 1), rel=1e-3
+    )
+    rising = [oversmoothing.theory(r, eye, mu, length) for r in np.linspace(0, 1, 5)]
     assert np.all(np.diff(rising) > 0)
 
 
@@ -215,8 +219,8 @@ def test_d2_simulation_follows_theory():
     mu[0] = 4.0
     w = torch.eye(d, dtype=torch.float64)
     for rho in (0.0, 0.5, 1.0):
-        sim = d2.simulate(rho, w, mu, length, 64, gen)
-        assert sim == pytest.approx(d2.theory(rho, w, mu, length), abs=0.03)
+        sim = oversmoothing.simulate(rho, w, mu, length, 64, gen)
+        assert sim == pytest.approx(oversmoothing.theory(rho, w, mu, length), abs=0.03)
 
 
 def _d2_tables(rise: dict[str, float], change: dict[str, float], n: int = 12) -> dict:
@@ -225,7 +229,7 @@ def _d2_tables(rise: dict[str, float], change: dict[str, float], n: int = 12) ->
     noise = np.random.default_rng(0).normal(0, 0.01, size=(n, 2))
     similarity, layers = [], []
     for i in range(n):
-        for w in d2.VALUE_MATRICES:
+        for w in W_VO:
             for rho, value in ((0.0, 0.3), (0.5, 0.3 + rise[w] / 2), (1.0, 0.3 + rise[w])):
                 value += noise[i, 0] * rho
                 similarity.append(
@@ -259,7 +263,7 @@ def test_d2_claims_when_density_smooths_and_w_vo_counteracts():
     assert verdict("D2.w_vo_counteracts", counter) is True
     assert denser.interval.n == 12 and denser.interval.basis == "bootstrap over random instances"
     rises = d2._rises(tables["similarity"])
-    for name in d2.VALUE_MATRICES:
+    for name in W_VO:
         assert f"{name} {rises[name].mean():+.3f}" in denser.note
     assert "over 3 W_VO x 3 densities 0.000" in denser.note
     assert "12 random instances" in counter.note and "after 2 steps" in counter.note

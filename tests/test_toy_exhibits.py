@@ -14,7 +14,7 @@ from sinkscope.exhibits import d4, d5, module, u1, u2
 from sinkscope.exhibits.registry import EXHIBITS, Plan
 from sinkscope.scorecard import INCONCLUSIVE, REPLICATED, judge, load_claims, verdict
 from sinkscope.stats import Interval
-from sinkscope.toys.analysis import CONVERGED_FALL, fall_over_training, late_fall
+from sinkscope.toys.curves import CONVERGED_FALL, fall_over_training, late_fall
 from sinkscope.toys.interventions import INTERVENTIONS, intervention_table
 
 TOYS = ("U1", "U2", "D2", "D4", "D5", "D6")

@@ -14,14 +14,14 @@ from sinkscope import metrics
 from sinkscope.config import load_config
 from sinkscope.exhibits import u1, u2
 from sinkscope.exhibits.u1 import model_config as u1_model_config
-from sinkscope.toys.analysis import (
+from sinkscope.toys.analysis import nop_mse_floor
+from sinkscope.toys.curves import (
     CONVERGED_FALL,
     convergence,
     fall_over_training,
     late_change,
     late_fall,
     late_slope,
-    nop_mse_floor,
     solved,
 )
 from sinkscope.toys.interventions import intervention

@@ -1,34 +1,8 @@
-r"""D2: oversmoothing model. One attention step with a skip connection and LayerNorm,
-
-    Y = LN(X + A_rho X W),   A_rho = (1 - rho) I + rho (1/T) 1 1^T,
-
-with attention interpolated from identity (rho = 0, sparse) to uniform (rho = 1, dense), for
-three value-output matrices W (row-vector convention, W = W_VO): the identity (w_scale * I), a
-generic Gaussian matrix (entries N(0, w_scale^2 / d), drawn anew for each instance) and the
-counteracting W = -a I (a = negative_scale) that the approximation below singles out. Tokens
-x_i are i.i.d. N(mu, I_d) with |mu|^2 chosen so that the input mean cosine similarity is s0 and
-the direction of mu drawn anew for each instance. Each random instance (mu, generic W, one
-context X) is simulated at every density and through `layers` stacked steps of uniform
-attention (the same W at every step); the claims average over the instances and bootstrap them.
-
-Theoretical approximation (derived here; the paper's own formula is not reproduced). Write
-x_i = xbar + delta_i. Since A_rho x_i = (1 - rho) x_i + rho xbar, the pre-norm token is
-
-    h_i = delta_i B + xbar C,   B = I + (1 - rho) W,   C = I + W,
-
-i.e. attention density only rescales the token-specific part through B, while the shared part
-always goes through C. With E[delta_i delta_j^T] = (delta_ij - 1/T) I, E[xbar^T xbar] =
-mu^T mu + I/T, and cosine(h_i, h_j) replaced by E[h_i h_j^T] / E[|h_i|^2] (concentration for
-large d; the LayerNorm centring is neglected),
-
-    s(rho) ~ (m_C + (t_C - t_B)/T) / (m_C + t_C/T + (1 - 1/T) t_B),
-
-with t_B = tr(B B^T), t_C = tr(C C^T), m_C = mu C C^T mu^T. At rho = 0 (B = C) this is the input
-similarity carried through C; as rho grows t_B changes: for W close to +I it shrinks towards
-tr(I) and similarity rises (oversmoothing); for W = -a I (0 < a < 1), B = (1 - a + a rho) I
-grows with rho while C = (1 - a) I is fixed, so similarity falls with density: the skip and W
-damp the shared part (as a -> 1 the dense limit is s = -1/(T - 1)). Stacking uniform steps
-multiplies the shared part by (1 - a) relative to the token-specific part at every step.
+"""D2: oversmoothing model. One attention step with a skip connection and LayerNorm,
+Y = LN(X + A_rho X W), attention interpolated from identity (rho = 0) to uniform (rho = 1), for
+three value-output matrices W_VO (identity, generic Gaussian, counteracting -a I), simulated
+against the approximation derived in `toys.oversmoothing`. The claims average over the random
+instances and bootstrap them.
 """
 
 from __future__ import annotations
@@ -37,52 +11,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
-from .. import metrics
 from ..stats import bootstrap
 from . import Measured
-
-VALUE_MATRICES = ("identity", "generic", "counteracting")
-
-
-def _value_matrices(
-    width: int, gen: torch.Generator, scale: float, negative: float
-) -> dict[str, torch.Tensor]:
-    """The W_VO of one instance: scale * I, Gaussian (entries N(0, scale^2/d)), -negative * I."""
-    eye = torch.eye(width, dtype=torch.float64)
-    random = torch.randn(width, width, generator=gen, dtype=torch.float64) * scale / width**0.5
-    return {"identity": scale * eye, "generic": random, "counteracting": -negative * eye}
-
-
-def theory(rho: float, w: torch.Tensor, mu: torch.Tensor, length: int) -> float:
-    """The approximation of the module docstring."""
-    eye = torch.eye(w.shape[0], dtype=torch.float64)
-    b, c = eye + (1 - rho) * w, eye + w
-    t_b, t_c = (b @ b.T).trace().item(), (c @ c.T).trace().item()
-    m_c = (mu @ c).pow(2).sum().item()
-    return (m_c + (t_c - t_b) / length) / (m_c + t_c / length + (1 - 1 / length) * t_b)
-
-
-def step(x: torch.Tensor, rho: float, w: torch.Tensor) -> torch.Tensor:
-    """LN(X + A_rho X W) for contexts x (..., T, d)."""
-    mixed = (1 - rho) * x + rho * x.mean(-2, keepdim=True)
-    return torch.nn.functional.layer_norm(x + mixed @ w, (x.shape[-1],))
-
-
-def simulate(
-    rho: float, w: torch.Tensor, mu: torch.Tensor, length: int, n: int, gen: torch.Generator
-) -> float:
-    """Mean token similarity (shared metric) of LN(X + A_rho X W) over n sampled contexts."""
-    x = mu + torch.randn(n, length, w.shape[0], generator=gen, dtype=torch.float64)
-    return metrics.token_similarity(step(x, rho, w)).mean().item()
-
-
-def _mean(recipe: dict[str, Any], gen: torch.Generator) -> torch.Tensor:
-    """A token mean of random direction with input similarity s0 = |mu|^2 / (|mu|^2 + d)."""
-    d, s0 = recipe["width"], recipe["input_similarity"]
-    mu = torch.randn(d, generator=gen, dtype=torch.float64)
-    return mu / mu.norm() * np.sqrt(d * s0 / (1 - s0))
 
 
 def _model(recipe: dict[str, Any]) -> str:
@@ -91,40 +22,10 @@ def _model(recipe: dict[str, Any]) -> str:
 
 def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """Per random instance: simulated and predicted similarity for every W and density, and the
-    similarity after each of `layers` steps of uniform attention."""
-    recipe = settings["recipe"]
-    gen = torch.Generator().manual_seed(recipe["seed"])
-    d, length = recipe["width"], recipe["length"]
-    densities = np.linspace(0, 1, recipe["n_density"])
-    similarity, layers = [], []
-    for instance in range(recipe["n_instances"]):
-        mu = _mean(recipe, gen)
-        x = mu + torch.randn(length, d, generator=gen, dtype=torch.float64)
-        matrices = _value_matrices(d, gen, recipe["w_scale"], recipe["negative_scale"])
-        for name, w in matrices.items():
-            for rho in densities:
-                similarity.append(
-                    {
-                        "instance": instance,
-                        "w_vo": name,
-                        "density": rho,
-                        "simulated": metrics.token_similarity(step(x, rho, w)).item(),
-                        "theory": theory(rho, w, mu, length),
-                    }
-                )
-            h = x
-            for layer in range(recipe["layers"] + 1):
-                if layer:
-                    h = step(h, 1.0, w)
-                layers.append(
-                    {
-                        "instance": instance,
-                        "w_vo": name,
-                        "layer": layer,
-                        "similarity": metrics.token_similarity(h).item(),
-                    }
-                )
-    return {"similarity": pd.DataFrame(similarity), "layers": pd.DataFrame(layers)}
+    similarity after each of `layers` steps of uniform attention (`toys.oversmoothing`)."""
+    from ..toys.oversmoothing import instances  # torch: loaded by the tables job only
+
+    return instances(settings["recipe"])
 
 
 def _rises(table: pd.DataFrame) -> pd.DataFrame:
@@ -149,14 +50,15 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
     denser = _smaller_mean(rises.identity, rises.generic)
     by_layer = layers.pivot_table(index="instance", columns=["w_vo", "layer"], values="similarity")
     last = int(layers.layer.max())
-    change = {name: by_layer[(name, last)] - by_layer[(name, 0)] for name in VALUE_MATRICES}
+    names = table.w_vo.unique()  # the W_VO in the order `toys.oversmoothing` gives them
+    change = {name: by_layer[(name, last)] - by_layer[(name, 0)] for name in names}
     means = table.groupby(["w_vo", "density"])[["simulated", "theory"]].mean()
     error = (means.simulated - means.theory).abs()
     model = _model(settings["recipe"])
-    rise_text = ", ".join(f"{name} {rises[name].mean():+.3f}" for name in VALUE_MATRICES)
+    rise_text = ", ".join(f"{name} {rises[name].mean():+.3f}" for name in names)
     layer_text = ", ".join(
         f"{name} {by_layer[(name, 0)].mean():.3f} -> {by_layer[(name, last)].mean():.3f}"
-        for name in VALUE_MATRICES
+        for name in names
     )
     return {
         "D2.denser_more_similar": Measured(
@@ -189,7 +91,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     deep = layers.groupby(["w_vo", "layer"]).similarity.agg(
         mean="mean", low=lambda s: s.quantile(0.025), high=lambda s: s.quantile(0.975)
     )
-    for i, name in enumerate(VALUE_MATRICES):
+    for i, name in enumerate(table.w_vo.unique()):
         g = means[means.w_vo == name]
         ax.plot(g.density, g.simulated, "o", c=f"C{i}", label=f"W_VO {name}: simulated")
         ax.plot(g.density, g.theory, "-", c=f"C{i}", label=f"W_VO {name}: theory")
@@ -238,20 +140,20 @@ suitable W_VO with the skip connection counteracts the smoothing of uniform atte
 connection and W_VO can offset the mixing of uniform attention.
 
 **Pipeline.** Settings `toys.D2`: Y = LN(X + A_rho X W) with A_rho = (1 - rho) I + rho (1/T) 1 1^T
-and tokens i.i.d. N(mu, I_d); W_VO the identity, a generic Gaussian matrix (entries N(0, w_scale^2
-/ d)) and the counteracting -a I (a = `negative_scale`, 0.5). Each of `n_instances` random
-instances draws the direction of mu, the generic W_VO and one context; it is run at every density
-and through `layers` stacked steps of uniform attention (the same W_VO at each step). Claim 1: per
-instance, the similarity at uniform minus at identity attention; the value is the smaller of the
-means with the identity and with the generic W_VO. Claim 2: per instance, the change of similarity
-over the stacked uniform steps with W_VO = -a I; the value is its mean; its control is claim 1
-(uniform attention does smooth with the other W_VO). Both intervals bootstrap the instances. Why -a
-I: the approximation derived in `sinkscope.exhibits.d2` splits each pre-norm token into a
-token-specific part, scaled by B = I + (1 - rho) W, and the shared part, always carried by C = I +
-W; -a I damps the shared part at every density and every step. The paper's own construction is not
-in the source this pipeline follows, so this one is derived. The approximation is drawn in the
-figure and checked against the simulation by the unit tests, but it is not a claim: the paper's own
-formula (or rate) is not available here, and comparing the pipeline's approximation with the
+and tokens i.i.d. N(mu, I_d); W_VO the identity, a generic Gaussian matrix (entries
+N(0, w_scale^2 / d)) and the counteracting -a I (a = `negative_scale`, 0.5). Each of `n_instances`
+random instances draws the direction of mu, the generic W_VO and one context; it is run at every
+density and through `layers` stacked steps of uniform attention (the same W_VO at each step). Claim
+1: per instance, the similarity at uniform minus at identity attention; the value is the smaller of
+the means with the identity and with the generic W_VO. Claim 2: per instance, the change of
+similarity over the stacked uniform steps with W_VO = -a I; the value is its mean; its control is
+claim 1 (uniform attention does smooth with the other W_VO). Both intervals bootstrap the instances.
+Why -a I: the approximation derived in `sinkscope.toys.oversmoothing` splits each pre-norm token
+into a token-specific part, scaled by B = I + (1 - rho) W, and the shared part, always carried by
+C = I + W; -a I damps the shared part at every density and every step. The paper's own construction
+is not in the source this pipeline follows, so this one is derived. The approximation is drawn in
+the figure and checked against the simulation by the unit tests, but it is not a claim: the paper's
+own formula (or rate) is not available here, and comparing the pipeline's approximation with the
 pipeline's simulation tests the pipeline, not the paper. The notes give the largest gap between the
 two as measured.
 
@@ -268,6 +170,6 @@ CAPTION = r"""
 Y = LN(X + A X W), with attention A interpolated from identity (density 0) to uniform
 (density 1), for W_VO = identity, generic (Gaussian) and counteracting (-a I). Left, dots: mean
 token cosine similarity over random instances, simulated (shared metric); lines: the
-approximation derived in ``sinkscope.exhibits.d2`` (formula in the legend). Right: the
+approximation derived in ``sinkscope.toys.oversmoothing`` (formula in the legend). Right: the
 similarity through stacked steps of uniform attention (mean and 2.5-97.5 % of the instances).
 """

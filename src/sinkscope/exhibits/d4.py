@@ -20,18 +20,17 @@ The claims are the shares of runs (%) in each class, with Clopper-Pearson interv
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import torch
 
 from .. import metrics
 from ..stats import Interval, share
-from ..toys.analysis import late_change, solved, switch_stats
-from ..toys.model import ToyConfig
-from ..toys.tasks import SwitchTask
-from ..toys.train import Seeds, TrainConfig, fit
+from ..toys.curves import late_change, solved
 from . import Measured
+
+if TYPE_CHECKING:
+    from ..toys.model import ToyConfig
 
 SINK_MIN_MASS = 0.5  # off queries' mean attention on the BOS of a sink run
 NULL_MAX_RATIO = 0.5  # off update / on update of a run whose off output is small
@@ -40,11 +39,19 @@ CANCEL_MAX_INDEX = 0.5  # cancellation index of a run whose off values cancel
 
 def model_config(recipe: dict[str, Any]) -> ToyConfig:
     """One causal attention layer, one head, learned BOS, no MLP, bias-free."""
+    from ..toys.model import ToyConfig  # torch: loaded by the tables job only
+
     return ToyConfig(width=recipe["width"], layers=1, heads=1, max_len=recipe["length"], bos=True)
 
 
 def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """Train one model per seed; per seed, the statistics of its off queries and its pattern."""
+    import torch  # here, not at the top: the claims and figure jobs load no torch
+
+    from ..toys.analysis import switch_stats
+    from ..toys.tasks import SwitchTask
+    from ..toys.train import Seeds, TrainConfig, fit
+
     recipe = settings["recipe"]
     cfg = model_config(recipe)
     tcfg = TrainConfig(**recipe["train"])
@@ -219,7 +226,7 @@ loss decays towards zero and keeps falling in relative terms however long a run 
 late fall, as a share of the end loss, stays large: U1's rule never calls it converged). The
 control of the claims is therefore how much of the task is left unsolved: the final evaluation
 MSE as a % of the MSE of a head that adds nothing (output = input, on the same evaluation
-batch), mean over the runs with a t-interval (`D4.residual_loss`, `toys.analysis.solved`); the
+batch), mean over the runs with a t-interval (`D4.residual_loss`, `toys.curves.solved`); the
 claims are judged when it is at most 1 % (chosen: the head explains at least 99 % of the
 task, so the pattern it learned is the one that realises the switch), else they are
 inconclusive at this scale. With a single run the control has no interval and decides nothing.

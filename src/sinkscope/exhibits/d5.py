@@ -11,30 +11,37 @@ Clopper-Pearson interval over runs.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from .. import metrics
 from ..stats import Interval, share
-from ..toys.analysis import late_slope, solved, switch_stats
-from ..toys.model import ToyConfig
-from ..toys.tasks import SwitchTask
-from ..toys.train import Seeds, TrainConfig, fit
+from ..toys.curves import late_slope, solved
 from . import Measured
+
+if TYPE_CHECKING:
+    from ..toys.model import ToyConfig
 
 MODEL = "1-layer 1-head toy with MLP, learned BOS"
 
 
 def model_config(width: int, length: int) -> ToyConfig:
     """One causal attention layer (one head, learned BOS) and a 4d GELU MLP, bias-free."""
+    from ..toys.model import ToyConfig  # torch: loaded by the tables job only
+
     return ToyConfig(width=width, layers=1, heads=1, max_len=length, bos=True, mlp=True)
 
 
 def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """Train one model per setting and seed; per run, where its off queries attend."""
+    import torch  # here, not at the top: the claims and figure jobs load no torch
+
+    from ..toys.analysis import switch_stats
+    from ..toys.tasks import SwitchTask
+    from ..toys.train import Seeds, TrainConfig, fit
+
     recipe = settings["recipe"]
     rows, curves = [], []
     grid = itertools.product(

@@ -10,7 +10,6 @@ tokens.
 from __future__ import annotations
 
 import pandas as pd
-import torch
 
 from ..stats import exact
 from . import Measured
@@ -27,6 +26,8 @@ def _sink_logit_example(
     seed: int, n_tokens: int, dim: int, scores: list[float], sink_logit: float
 ) -> pd.DataFrame:
     """Attention weights and output norm without and with the sink logit, one row per key."""
+    import torch  # here, not at the top: the claims and figure jobs load no torch
+
     if len(scores) != n_tokens:
         raise ValueError(f"S1 needs one score per token: {len(scores)} scores, {n_tokens} tokens")
     generator = torch.Generator().manual_seed(seed)  # same stream as torch.manual_seed(seed)

@@ -28,19 +28,17 @@ every sequence, gives the largest change of the output over the replicates, exac
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from ..stats import exact, over_seeds
-from ..toys.analysis import convergence, late_change, nop_mse_floor
-from ..toys.interventions import INTERVENTIONS, analyse, intervention_table, qk_peak
-from ..toys.model import ToyConfig, build
-from ..toys.tasks import NopTask
-from ..toys.train import Seeds, TrainConfig, fit
+from ..toys.curves import convergence, late_change
 from . import Measured
+
+if TYPE_CHECKING:
+    from ..toys.model import ToyConfig
 
 UNCHANGED = {"U1.mse_zero_sink_value": "zero sink value"}  # MSE / baseline MSE
 BREAKS = {  # share of the head's gain over a head that adds nothing undone, %
@@ -53,6 +51,8 @@ UNIT = "replicates"
 def model_config(recipe: dict[str, Any]) -> ToyConfig:
     """The reference architecture at the recipe's width and length (task tokens; the sink token
     adds position 0)."""
+    from ..toys.model import ToyConfig  # torch: loaded by the tables job only
+
     return ToyConfig(
         width=recipe["width"],
         layers=1,
@@ -79,6 +79,14 @@ def _runs(recipe: dict[str, Any]) -> list[tuple[int, float, float]]:
 def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """Train the replicates of the main (gamma, p), then one model per other setting of the
     sweep (if any)."""
+    import torch  # here, not at the top: the claims and figure jobs load no torch
+
+    from ..toys.analysis import nop_mse_floor
+    from ..toys.interventions import analyse, intervention_table, qk_peak
+    from ..toys.model import build
+    from ..toys.tasks import NopTask
+    from ..toys.train import Seeds, TrainConfig, fit
+
     recipe = settings["recipe"]
     cfg = model_config(recipe)
     tcfg = TrainConfig(**recipe["train"])
@@ -169,8 +177,9 @@ def _model(recipe: dict[str, Any]) -> str:
 def per_replicate(ex: pd.DataFrame) -> pd.DataFrame:
     """The statistics of the claims per replicate of the main setting, from its per-sequence
     measurements: pooled sink attention of NOP and non-NOP queries, mean value-norm ratio, the
-    MSE of every intervention and of a head that adds nothing, and the RMS change of the output
-    under the donor sink value (all queries)."""
+    MSE of every intervention and of a head that adds nothing (its `mse <name>` columns), and the
+    RMS change of the output under the donor sink value (all queries)."""
+    mse = [column for column in ex.columns if column.startswith("mse ")]
     rows = []
     for replicate, group in ex.groupby("replicate"):
         nop, damped = group.n_nop.sum(), group.n_damped.sum()
@@ -183,8 +192,7 @@ def per_replicate(ex: pd.DataFrame) -> pd.DataFrame:
                 "value_ratio": group.value_ratio.mean(),
                 "sink_value_norm": group.sink_value_norm.mean(),
                 "other_value_norm": group.other_value_norm.mean(),
-                **{f"mse {name}": group[f"mse {name}"].mean() for name in INTERVENTIONS},
-                "mse null": group["mse null"].mean(),
+                **group[mse].mean(),
                 "donor_rms_change": float(np.sqrt(donor.sum() / (nop + damped))),
                 "n_sequences": len(group),
             }
@@ -428,7 +436,7 @@ per-replicate values are in the notes.
 
 **Controls.** Every U1 claim waits for converged training: the fitted fall of the evaluation MSE
 over the last fifth of training, in % of the end loss, mean over the replicates with its t-interval
-(`U1.late_loss_fall`, `toys.analysis.convergence`), at most 5 %, as if training had ended at 80 %,
+(`U1.late_loss_fall`, `toys.curves.convergence`), at most 5 %, as if training had ended at 80 %,
 90 % and 100 % of its steps alike (the value shown is the end furthest from converged): a loss
 still falling can pause over one window by chance, not over three nested ones. The claims about the
 sink (its value, the QK peak, the three interventions) also wait for the NOP queries to attend to

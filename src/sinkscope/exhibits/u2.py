@@ -14,23 +14,23 @@ t-intervals (`stats.over_seeds`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
 
-from .. import metrics
 from ..stats import over_seeds
-from ..toys.analysis import CONVERGED_FALL, convergence, fall_over_training, late_change
-from ..toys.model import ToyConfig, ToyTransformer
-from ..toys.tasks import BroadcastTask
-from ..toys.train import Seeds, TrainConfig, fit
+from ..toys.curves import CONVERGED_FALL, convergence, fall_over_training, late_change
 from . import Measured
+
+if TYPE_CHECKING:
+    from ..toys.model import ToyConfig
 
 
 def model_config(recipe: dict[str, Any]) -> ToyConfig:
     """The reference architecture at the recipe's width and length."""
+    from ..toys.model import ToyConfig  # torch: loaded by the tables job only
+
     return ToyConfig(
         width=recipe["width"],
         layers=2,
@@ -46,38 +46,15 @@ def model_config(recipe: dict[str, Any]) -> ToyConfig:
     )
 
 
-@torch.no_grad()
-def _analyse(model: ToyTransformer, task: BroadcastTask, eval_seed: int, n_eval: int) -> list[dict]:
-    """Per layer: task MSE, max inflow, attention to j*, value-norm ratio at j*, stable rank and
-    relative norm of the head update."""
-    x, y, info = task.sample(n_eval, torch.Generator().manual_seed(eval_seed))
-    device = next(model.parameters()).device
-    out, records = model(x.to(device), record=True)
-    mse = torch.nn.functional.mse_loss(out.cpu(), y).item()
-    jstar = info["jstar"]
-    rows = []
-    for layer, rec in enumerate(records):
-        attn, values = rec["attn"][:, 0].cpu(), rec["values_out"][:, 0].cpu()
-        update = rec["update"][:, 0].cpu()
-        inflow = metrics.sink_weights(attn, jstar).mean(-1)
-        srank = metrics.stable_rank(metrics.singular_values(update))
-        rows.append(
-            {
-                "layer": layer,
-                "mse": mse,
-                "max_inflow": attn.mean(-2).max(-1).values.mean().item(),
-                "inflow_jstar": inflow.mean().item(),
-                "value_ratio": metrics.value_norm_ratio(values, jstar).mean().item(),
-                "srank": srank.mean().item(),
-                "update_rel_norm": (update.norm(dim=(-2, -1)) / x.norm(dim=(-2, -1))).mean().item(),
-            }
-        )
-    return rows
-
-
 def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """Train one model per seed; per seed and layer, the statistics of the module docstring, and
     the paper's table per seed (task MSE, max inflow of each layer)."""
+    import torch  # here, not at the top: the claims and figure jobs load no torch
+
+    from ..toys.analysis import broadcast_layers
+    from ..toys.tasks import BroadcastTask
+    from ..toys.train import Seeds, TrainConfig, fit
+
     recipe = settings["recipe"]
     cfg = model_config(recipe)
     tcfg = TrainConfig(**recipe["train"])
@@ -90,7 +67,7 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
         model, curve = fit(
             cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], f"U2 seed {seed}"
         )
-        layers = _analyse(model, task, seeds.eval, recipe["n_eval"])
+        layers = broadcast_layers(model, task, seeds.eval, recipe["n_eval"])
         hub = max(layers, key=lambda r: r["inflow_jstar"])["layer"]
         rows += [
             {**r, "seed": seed, "role": "hub" if r["layer"] == hub else "other"} for r in layers
@@ -285,7 +262,7 @@ there) gave evaluation MSEs at steps 1000 / 2000 / 3000 of
   the note of `U2.mse`. The control's course over training is U2's `emergence` table and the last
   panel of its figure: at every logged step from the fifth on, each seed's late fall as if training
   had ended there and their mean with its t-interval over the seeds, against the 5 % threshold,
-  computed from the evaluation losses that training logs (`toys.analysis.fall_over_training`; no
+  computed from the evaluation losses that training logs (`toys.curves.fall_over_training`; no
   second pass). Paper scale (`config/paper.yaml`) uses 5 seeds and 30 000 steps; the extended CPU
   tier (`config/extended.yaml`) the default's 3 seeds for 10 000 steps, where the reference levels
   off, in bfloat16 where the CPU computes it natively (a float32 step is 2-4x slower here). Seeds

@@ -11,12 +11,15 @@ series (constant: spread 1; growing in proportion to the stream: slope 1).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
-import torch
 
-from .cache import StreamingLM
 from .policies import Policy
+
+if TYPE_CHECKING:
+    import torch
 
 
 def stream_cost(
@@ -49,15 +52,17 @@ def spread(values) -> float:
     return float(values.max() / values.min())
 
 
-@torch.no_grad()
 def measured_cache(model: torch.nn.Module, ids: torch.Tensor, policy: Policy) -> pd.DataFrame:
     """Per step of a real StreamingLM run: the tokens the cache holds, the bytes of its key and
     value tensors (all layers) and the keys the step's attention received (summed over
-    layers)."""
+    layers). Imported here, as torch with it: the accounting above, which S9's tables use,
+    needs none."""
+    from .cache import StreamingLM
+
     lm = StreamingLM(model, policy)
     rows = []
     for step, token in enumerate(ids.tolist()):
-        lm.step(token)
+        lm.step(token)  # without gradients
         rows.append(
             {
                 "step": step,
