@@ -144,6 +144,45 @@ def snakemake(
     return done.returncode, output
 
 
+def dry_run(workdir: Path, config: list[Path]) -> tuple[int, str]:
+    """Snakemake's dry run without a lock (`-n --nolock`, 2 cores) on `workdir` with `config`
+    over the default, planned in this process through Snakemake's API (no interpreter and
+    Snakemake start-up per plan; the workflow profile is not read, and no setting of it bears on
+    what a plan reruns): (exit code, its output). Not thread-safe: Snakemake works in `workdir`."""
+    import contextlib
+    import io
+
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import (
+        ConfigSettings,
+        DAGSettings,
+        ExecutionSettings,
+        OutputSettings,
+        ResourceSettings,
+    )
+
+    output, code, here = io.StringIO(), 0, Path.cwd()
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        try:
+            with SnakemakeApi(OutputSettings()) as api:
+                workflow = api.workflow(
+                    resource_settings=ResourceSettings(cores=2),
+                    config_settings=ConfigSettings(configfiles=list(config)),
+                    snakefile=REPO / "Snakefile",
+                    workdir=workdir,
+                )
+                plan = workflow.dag(dag_settings=DAGSettings())
+                plan.execute_workflow(
+                    executor="dryrun", execution_settings=ExecutionSettings(lock=False)
+                )
+        except (Exception, SystemExit) as error:  # a bad config stops the Snakefile (SystemExit)
+            code = getattr(error, "code", 1) or 1
+            print(f"{type(error).__name__}: {error}")
+        finally:
+            os.chdir(here)
+    return code, output.getvalue()
+
+
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory) -> Path:
     """A completed run of the whole DAG on config/smoke.yaml (shared by the integration tests,

@@ -8,13 +8,14 @@ from READS below).
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 import yaml
-from conftest import REPO, SMOKE, snakemake
+from conftest import REPO, SMOKE, dry_run, snakemake
 
 from sinkscope.config import load_config, merge, read_yaml
 from sinkscope.exhibits.registry import Plan, active
@@ -235,18 +236,21 @@ def test_each_config_key_reruns_exactly_its_readers(smoke, tmp_path):
     }
     smoke_values = leaves(read_yaml(SMOKE))
 
-    def rerun(key: str) -> set[str] | str:
-        override = tmp_path / f"{key}.yaml"
-        value = changed(key, smoke_values.get(key, keys[key]))
-        tree = nested(key, value)
+    configs = {}
+    for key, value in keys.items():
+        tree = nested(key, changed(key, smoke_values.get(key, value)))
         for partner, partner_value in COUPLED.get(key, {}).items():
             tree = merge(tree, nested(partner, partner_value))
-        override.write_text(yaml.safe_dump(tree))
-        code, output = snakemake(smoke, "-n", "--nolock", config=[SMOKE, override], check=False)
-        return reruns(output) if code == 0 else output[-600:]
-
-    with ThreadPoolExecutor(max_workers=2) as pool:  # one dry run per core
-        found = dict(zip(keys, pool.map(rerun, keys), strict=True))
+        configs[key] = [SMOKE, tmp_path / f"{key}.yaml"]
+        configs[key][1].write_text(yaml.safe_dump(tree))
+    # the plans in two processes (one per core), each planning its share of the keys in-process
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=spawn) as pool:
+        plans = pool.map(dry_run, [smoke] * len(keys), configs.values(), chunksize=8)
+        found = {
+            key: reruns(output) if code == 0 else output[-600:]
+            for key, (code, output) in zip(keys, plans, strict=True)
+        }
     wrong = {}
     for key, result in found.items():
         if isinstance(result, str):
@@ -261,6 +265,18 @@ def test_each_config_key_reruns_exactly_its_readers(smoke, tmp_path):
                 "reader kept": sorted(missing),
             }
     assert not wrong, yaml.safe_dump(wrong)
+
+
+@pytest.mark.heavy
+def test_the_plan_in_process_is_the_command_lines(smoke, tmp_path):
+    """The sweep's in-process dry run finds the jobs (and their reasons) Snakemake's command
+    line finds, for a change that reruns an exhibit and the scorecard after it."""
+    override = tmp_path / "d2.yaml"
+    override.write_text(yaml.safe_dump(nested("toys.D2.n_density", 4)))
+    code, output = dry_run(smoke, [SMOKE, override])
+    command_line = snakemake(smoke, "-n", "--nolock", config=[SMOKE, override])[1]
+    assert code == 0 and reruns(output) == reruns(command_line)
+    assert reruns(output)[0] == {"tables_D2", "claims_D2", "figure_D2"}
 
 
 @pytest.mark.parametrize(
