@@ -281,20 +281,26 @@ def test_the_plan_in_process_is_the_command_lines(smoke, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("module", "expected"),
+    ("module", "edit", "expected"),
     [
-        ("exhibits/s1.py", {"tables_S1", "claims_S1", "figure_S1", "scorecard", "run_cost", "all"}),
-        ("claims.yaml", {"scorecard", "run_cost", "all"}),
+        (
+            "exhibits/s1.py",
+            "EDITED = 1",
+            {"tables_S1", "claims_S1", "figure_S1", "scorecard", "run_cost", "all"},
+        ),
+        ("exhibits/s1.py", "# a comment", set()),
+        ("claims.yaml", "# edited", {"scorecard", "run_cost", "all"}),
     ],
 )
-def test_code_edit_reruns_exactly_its_jobs(smoke, tmp_path, module, expected):
-    """The workflow imports a copy of the package (PYTHONPATH), in which one file is edited."""
+def test_code_edit_reruns_exactly_its_jobs(smoke, tmp_path, module, edit, expected):
+    """The workflow imports a copy of the package (PYTHONPATH), in which one file is edited:
+    code reruns the jobs that run it, a comment in a module nothing."""
     snakemake(smoke)  # complete again, whatever other tests rebuilt in the shared run
     shutil.copytree(REPO / "src" / "sinkscope", tmp_path / "sinkscope")
     env = {"PYTHONPATH": str(tmp_path)}
     assert "Nothing to be done" in snakemake(smoke, "-n", env=env)[1]
     source = tmp_path / "sinkscope" / module
-    source.write_text(source.read_text() + "\n# edited\n")
+    source.write_text(f"{source.read_text()}\n{edit}\n")
     _, output = snakemake(smoke, "-n", env=env)
     rules = set(re.findall(r"^(?:local)?rule (\S+):", output, re.M))
     assert rules == expected, output[-3000:]

@@ -150,7 +150,7 @@ def test_package_code_is_versioned_by_the_rerun_digest_with_its_imports(tmp_path
     version = training.code_version(toy_train.train)
     assert version == codedigest.code_digest("sinkscope.toys.train", "sinkscope.training")
     edited = tmp_path / "model.py"
-    edited.write_text(codedigest.module_file("sinkscope.toys.model").read_text() + "# edit\n")
+    edited.write_text(codedigest.module_file("sinkscope.toys.model").read_text() + "\nEDITED = 1\n")
     real = codedigest._module_file
     monkeypatch.setattr(
         codedigest,

@@ -1,6 +1,8 @@
-"""The version of the package code a job runs: a digest of the source of its modules and of
-every `sinkscope` module they import, at any depth. Snakemake's reruns (`params.code` of every
-rule) and the keys of training checkpoints use this one digest."""
+"""The version of the package code a job runs: a digest of the code of its modules and of every
+`sinkscope` module they import, at any depth. Snakemake's reruns (`params.code` of every rule)
+and the keys of training checkpoints use this one digest. It is taken over each module's syntax
+tree without its docstrings and prose (`PROSE`), so editing a comment, a docstring or an exhibit's
+documentation reruns nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import hashlib
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
+PROSE = frozenset({"REFERENCE", "CAPTION"})  # an exhibit's docs and report text; no job runs it
 
 
 def module_file(name: str) -> Path | None:
@@ -45,14 +48,44 @@ def _imports(path: Path, package: str) -> frozenset[str]:
     return frozenset(name for name in found if _module_file(name) is not None)
 
 
+def _code(path: Path) -> str:
+    """What a job runs of a source file: its syntax tree without docstrings and `PROSE`."""
+    stat = path.stat()
+    return _code_of(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _code_of(path: Path, mtime_ns: int, size: int) -> str:
+    tree = ast.parse(path.read_text(), str(path))
+    tree.body = [node for node in tree.body if not _is_prose(node)]
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and _is_docstring(body[0]):
+            node.body = body[1:]
+    return ast.dump(tree)
+
+
+def _is_docstring(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def _is_prose(node: ast.AST) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else []
+    return bool(targets) and all(isinstance(t, ast.Name) and t.id in PROSE for t in targets)
+
+
 def _package_of(name: str, path: Path) -> str:
     return name if path.name == "__init__.py" else name.rpartition(".")[0]
 
 
 def code_digest(*modules: str, scripts: tuple[str | Path, ...] = ()) -> str:
-    """sha256 of the source of `modules`, of the `sinkscope` modules `scripts` import, and of
+    """sha256 of the code of `modules`, of the `sinkscope` modules `scripts` import, and of
     everything those import in turn (parent packages included): the package code a job runs.
-    An edit anywhere else in the package leaves it unchanged."""
+    An edit anywhere else in the package, or to prose, leaves it unchanged."""
     pending = list(modules)
     for script in scripts:
         pending += _imports(Path(script).resolve(), "")
@@ -67,5 +100,5 @@ def code_digest(*modules: str, scripts: tuple[str | Path, ...] = ()) -> str:
         pending += _imports(path, _package_of(name, path))
     digest = hashlib.sha256()
     for name in sorted(seen):
-        digest.update(f"{name}\0{seen[name].read_bytes().decode()}\0".encode())
+        digest.update(f"{name}\0{_code(seen[name])}\0".encode())
     return digest.hexdigest()[:16]

@@ -425,7 +425,7 @@ Each claim is read the way the paper's table reads, against the baseline of its 
   0.0187 / 0.0117 = 1.6 times the floor of its draw, 0.0117 being the least floor of any draw;
 - the donor sink value is a **check**: the sink token's input is zero in every sequence and
   its BOS and positional vectors are shared, so its value is the same in every sequence and the
-  swap is the identity (as the reference notes, `toy/notebooks/README.md`, issue 9). Its
+  swap is the identity (as the reference notes, `toy/notebooks/README.md`, its point 9). Its
   statistic is the largest RMS change of the output over the replicates (exact; 0 by
   construction).
 
@@ -485,7 +485,7 @@ step 5000 on, and whether a replicate converged is for the control to say; `benc
 gave U1 10.2 float32 steps per CPU-second on a 2-core machine shared with other jobs,
 2026-12-02, about 12 CPU-minutes for the five replicates); the QK spectrum is
 that of Theta = W_Q W_K^T (Eq. 24), where the reference notebook of Figure 2B takes the singular
-values of `Wq.weight @ Wk.weight.T` = W_Q^T W_K (`toy/notebooks/README.md`, issue 6); the donor
+values of `Wq.weight @ Wk.weight.T` = W_Q^T W_K (`toy/notebooks/README.md`, its point 6); the donor
 sink value is kept as a check rather than a claim the run could fail. The training steps run in
 float32 on every host (`precision: bfloat16` makes them bfloat16 autocast where the machine
 computes it natively); the control's note names the precision. Paper scale
