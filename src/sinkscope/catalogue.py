@@ -96,7 +96,8 @@ THRESHOLD_HEADER = "| claim | kind | control | measure and check | threshold: so
 CLAIM_HEADER = "| claim | kind | paper | where stated | check |"
 
 
-def _row(*cells: str) -> str:
+def markdown_row(*cells: str) -> str:
+    """A row of a Markdown table (a `|` inside a cell escaped)."""
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 
@@ -108,7 +109,7 @@ def claim_table(claims: list[dict[str, Any]], exhibit: str) -> str:
         if claim["exhibit"] == exhibit:
             check = describe_check(claim["check"])
             cells = (claim["kind"], str(claim["paper"]), claim["stated"], check)
-            lines.append(_row(f"`{claim['id']}`", *cells))
+            lines.append(markdown_row(f"`{claim['id']}`", *cells))
     return "\n".join(lines) + "\n"
 
 
@@ -122,5 +123,7 @@ def threshold_table(claims: list[dict[str, Any]]) -> str:
         checks += [(c["control"], c["measure"], c["check"]) for c in claim.get("preconditions", [])]
         for control, measure, check in checks:
             judged = f"`{measure}` {describe_check(check)}"
-            lines.append(_row(claim["id"], claim["kind"], control, judged, threshold_source(check)))
+            lines.append(
+                markdown_row(claim["id"], claim["kind"], control, judged, threshold_source(check))
+            )
     return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .catalogue import THRESHOLD_HEADER, claim_table, load_claims, threshold_table
+from .catalogue import THRESHOLD_HEADER, claim_table, load_claims, markdown_row, threshold_table
 from .exhibits import PAPERS, module
 from .exhibits.registry import EXHIBITS
 
@@ -45,8 +45,9 @@ def exhibit_table() -> str:
         module_link = f"[`exhibits/{name}.py`](src/sinkscope/exhibits/{name}.py)"
         outputs = f"`results/{exhibit.id}/`: {', '.join(exhibit.tables)}"
         outputs += f"; `figures/{exhibit.id}.png`"
-        row = [exhibit.id, exhibit.title, module_link, f"`tables_{exhibit.id}`", outputs]
-        lines.append("| " + " | ".join(row) + " |")
+        lines.append(
+            markdown_row(exhibit.id, exhibit.title, module_link, f"`tables_{exhibit.id}`", outputs)
+        )
     return "\n".join(lines) + "\n"
 
 
