@@ -30,11 +30,23 @@ def module_file(name: str) -> Path | None:
 _module_file = module_file
 
 
+def _source(path: Path, package: str) -> tuple[frozenset[str], str]:
+    """The `sinkscope` modules a source file imports and the code a job runs of it, from one
+    parse of the file as it is now."""
+    stat = path.stat()
+    return _source_of(path, package, stat.st_mtime_ns, stat.st_size)
+
+
 @functools.cache
-def _imports(path: Path, package: str) -> frozenset[str]:
-    """The `sinkscope` modules a source file imports (absolute and relative, at any depth)."""
+def _source_of(path: Path, package: str, mtime_ns: int, size: int) -> tuple[frozenset[str], str]:
+    tree = ast.parse(path.read_text(), str(path))
+    return _imports(tree, package), _code(tree)
+
+
+def _imports(tree: ast.Module, package: str) -> frozenset[str]:
+    """The `sinkscope` modules a syntax tree imports (absolute and relative, at any depth)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -48,15 +60,9 @@ def _imports(path: Path, package: str) -> frozenset[str]:
     return frozenset(name for name in found if _module_file(name) is not None)
 
 
-def _code(path: Path) -> str:
-    """What a job runs of a source file: its syntax tree without docstrings and `PROSE`."""
-    stat = path.stat()
-    return _code_of(path, stat.st_mtime_ns, stat.st_size)
-
-
-@functools.cache
-def _code_of(path: Path, mtime_ns: int, size: int) -> str:
-    tree = ast.parse(path.read_text(), str(path))
+def _code(tree: ast.Module) -> str:
+    """What a job runs of a syntax tree: the tree without docstrings and `PROSE` (it is
+    stripped in place)."""
     tree.body = [node for node in tree.body if not _is_prose(node)]
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -88,17 +94,17 @@ def code_digest(*modules: str, scripts: tuple[str | Path, ...] = ()) -> str:
     An edit anywhere else in the package, or to prose, leaves it unchanged."""
     pending = list(modules)
     for script in scripts:
-        pending += _imports(Path(script).resolve(), "")
-    seen: dict[str, Path] = {}
+        pending += _source(Path(script).resolve(), "")[0]
+    code: dict[str, str] = {}
     while pending:
         name = pending.pop()
-        if name in seen or (path := _module_file(name)) is None:
+        if name in code or (path := _module_file(name)) is None:
             continue
-        seen[name] = path
+        imports, code[name] = _source(path, _package_of(name, path))
         parts = name.split(".")
         pending += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages
-        pending += _imports(path, _package_of(name, path))
+        pending += imports
     digest = hashlib.sha256()
-    for name in sorted(seen):
-        digest.update(f"{name}\0{_code(seen[name])}\0".encode())
+    for name in sorted(code):
+        digest.update(f"{name}\0{code[name]}\0".encode())
     return digest.hexdigest()[:16]
