@@ -35,9 +35,8 @@ def test_record_fields(record, tmp_path):
     ]
     code = record["code"]  # tmp_path is not a git checkout
     assert code["commit"] is None and code["dirty"] is None
-    assert (
-        code["modules"]["sinkscope.provenance"]
-        == files.sha256_file(codedigest.PACKAGE_ROOT / "provenance.py")[:16]
+    assert code["modules"]["sinkscope.provenance"] == codedigest.module_digest(
+        "sinkscope.provenance"
     )
     assert record["packages"]["torch"] and record["packages"]["python"]
     assert record["device"].startswith("cpu") and record["wall_time_s"] >= 0
@@ -222,6 +221,30 @@ def test_audit_compares_the_code_that_ran_with_the_code_now(tmp_path, monkeypatc
     lines = audit(table)
     assert lines[-1].startswith(f"verdict: stale: the code of {table} changed since: ")
     assert lines[-1].endswith("provenance.py")
+
+
+def test_audit_calls_stale_what_would_rerun(tmp_path, monkeypatch):
+    """A prose edit of a module that ran leaves its output verified; a code edit makes it stale."""
+    name, real = "sinkscope.exhibits.d2", codedigest._module_file
+    source = real(name).read_text()
+    table = tmp_path / "table.parquet"
+    record = provenance.Recorder(rule="r", params={}, inputs=[], code_dir=tmp_path).record()
+    record["code"]["modules"] = {name: codedigest.module_digest(name)}
+    provenance.write_parquet(pd.DataFrame({"a": [1]}), table, record)
+
+    def audit_after(change) -> str:
+        edited = tmp_path / f"edit{len(list(tmp_path.glob('edit*')))}.py"
+        edited.write_text(change(source))
+        monkeypatch.setattr(
+            codedigest, "_module_file", lambda module: edited if module == name else real(module)
+        )
+        return audit(table)[-1]
+
+    prose = source.replace('CAPTION = r"""', 'CAPTION = r"""Edited. ')
+    assert prose != source and audit_after(lambda _: prose) == "verdict: verified"
+    assert audit_after(lambda _: source + "\nEDITED = 1\n").startswith(
+        f"verdict: stale: the code of {table} changed since: "
+    )
 
 
 def test_outputs_and_temporary_folders_respect_the_umask(record, tmp_path):

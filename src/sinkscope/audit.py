@@ -7,7 +7,8 @@ For each file with a provenance record the audit
   (recursing into inputs that carry a record of their own);
 - re-hashes the files of each model cache against its manifest, and compares the manifest's
   weights with those the record names;
-- compares the package modules (and workflow script) that ran with those that would run now.
+- compares the code of the package modules (as the reruns see it: comments, docstrings and
+  prose aside) and the workflow script that ran with those that would run now.
 Verdict: `modified: FILE` when a file's content no longer matches its own record (or a model
 file its manifest), else `stale: ...` when an input, a model or the code changed since,
 else `unverified: ...` when a record holds no content hash (written by an older version),
@@ -66,14 +67,15 @@ def _record_lines(prov: dict[str, Any], pad: str) -> list[str]:
 
 
 def _code_changes(code: dict[str, Any]) -> list[str]:
-    """The modules (and script) of a record whose source differs now."""
+    """The modules (and script) of a record whose code differs now (an edit of a module's
+    comments, docstrings or prose is no change, as for the reruns)."""
     changed = []
     for name, digest in (code.get("modules") or {}).items():
-        path = codedigest.module_file(name)
-        if path is None:
+        now = codedigest.module_digest(name)
+        if now is None:
             changed.append(f"{name} (removed)")
-        elif files.sha256_file(path)[:16] != digest:
-            changed.append(str(path))
+        elif now != digest:
+            changed.append(str(codedigest.module_file(name)))
     script = code.get("script") or {}
     if script.get("path"):
         path = Path(script["path"])

@@ -88,6 +88,17 @@ def _package_of(name: str, path: Path) -> str:
     return name if path.name == "__init__.py" else name.rpartition(".")[0]
 
 
+def module_digest(name: str) -> str | None:
+    """sha256 prefix of the code of one `sinkscope` module alone (its imports not followed), or
+    None if it is not one: what a provenance record keeps of each module that ran, so an audit
+    calls stale what would rerun and nothing else."""
+    path = _module_file(name)
+    if path is None:
+        return None
+    code = _source(path, _package_of(name, path))[1]
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
 def code_digest(*modules: str, scripts: tuple[str | Path, ...] = ()) -> str:
     """sha256 of the code of `modules`, of the `sinkscope` modules `scripts` import, and of
     everything those import in turn (parent packages included): the package code a job runs.

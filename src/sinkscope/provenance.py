@@ -36,7 +36,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from .codedigest import PACKAGE_ROOT
+from .codedigest import PACKAGE_ROOT, module_digest
 from .errors import BadInput, first_line
 from .files import atomic_path, file_mode, locked_temporary, sha256_file, sha256_path
 
@@ -113,15 +113,16 @@ _MODULE_DIGESTS: dict[str, str] = {}
 
 
 def loaded_code() -> dict[str, str]:
-    """{module: sha256 prefix of its source} of every `sinkscope` module this process has
-    imported, each hashed when first seen (the code that ran, not later edits)."""
+    """{module: `codedigest.module_digest`} of every `sinkscope` module this process has
+    imported, each taken when first seen (the code that ran, not later edits)."""
     for name, module in list(sys.modules.items()):
         if name in _MODULE_DIGESTS or not (name == "sinkscope" or name.startswith("sinkscope.")):
             continue
         file = getattr(module, "__file__", None)
         if file and Path(file).resolve().is_relative_to(PACKAGE_ROOT) and file.endswith(".py"):
             with contextlib.suppress(OSError):
-                _MODULE_DIGESTS[name] = _short_file_digest(Path(file))
+                if (digest := module_digest(name)) is not None:
+                    _MODULE_DIGESTS[name] = digest
     return dict(sorted(_MODULE_DIGESTS.items()))
 
 
