@@ -36,7 +36,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from .codedigest import PACKAGE_ROOT, module_digest
+from .codedigest import module_digest
 from .errors import BadInput, first_line
 from .files import atomic_path, file_mode, locked_temporary, sha256_file, sha256_path
 
@@ -115,13 +115,10 @@ _MODULE_DIGESTS: dict[str, str] = {}
 def loaded_code() -> dict[str, str]:
     """{module: `codedigest.module_digest`} of every `sinkscope` module this process has
     imported, each taken when first seen (the code that ran, not later edits)."""
-    for name, module in list(sys.modules.items()):
-        if name in _MODULE_DIGESTS or not (name == "sinkscope" or name.startswith("sinkscope.")):
-            continue
-        file = getattr(module, "__file__", None)
-        if file and Path(file).resolve().is_relative_to(PACKAGE_ROOT) and file.endswith(".py"):
+    for name in list(sys.modules):
+        if name not in _MODULE_DIGESTS:
             with contextlib.suppress(OSError):
-                if (digest := module_digest(name)) is not None:
+                if (digest := module_digest(name)) is not None:  # None: not a package module
                     _MODULE_DIGESTS[name] = digest
     return dict(sorted(_MODULE_DIGESTS.items()))
 
