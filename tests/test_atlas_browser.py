@@ -4,7 +4,7 @@ shows that head's attention map and numbers.
 
 The page is built from a tiny local model; SINKSCOPE_ATLAS_PAGE=path checks another page too
 (e.g. `sinkscope atlas smollm2-135m`'s). SINKSCOPE_SCREENSHOT=path also saves the screenshot
-there (the README's comes from SmolLM2's page)."""
+there (docs/images/atlas.png comes from SmolLM2's page)."""
 
 from __future__ import annotations
 
