@@ -10,7 +10,8 @@ from conftest import REPO
 
 from sinkscope.config import load_config
 from sinkscope.exhibits import module
-from sinkscope.exhibits.registry import EXHIBITS, PAPERS, Plan, active, claimed, not_run
+from sinkscope.exhibits.plan import Plan
+from sinkscope.exhibits.registry import EXHIBITS, PAPERS, active, claimed, not_run
 from sinkscope.scorecard import load_claims
 
 SCALES = {

@@ -18,7 +18,8 @@ import yaml
 from conftest import REPO, SMOKE, dry_run, snakemake
 
 from sinkscope.config import load_config, merge, read_yaml
-from sinkscope.exhibits.registry import Plan, active
+from sinkscope.exhibits.plan import Plan
+from sinkscope.exhibits.registry import active
 
 pytestmark = pytest.mark.integration
 

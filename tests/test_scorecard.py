@@ -23,7 +23,8 @@ from sinkscope.catalogue import (
 )
 from sinkscope.config import load_config
 from sinkscope.exhibits import Measured
-from sinkscope.exhibits.registry import EXHIBITS, Plan
+from sinkscope.exhibits.plan import Plan
+from sinkscope.exhibits.registry import EXHIBITS
 from sinkscope.scorecard import (
     CHECK_COLOUR,
     INCONCLUSIVE,

@@ -11,7 +11,8 @@ import pytest
 
 from sinkscope import plotting, training
 from sinkscope.exhibits import d4, d5, module, u1, u2
-from sinkscope.exhibits.registry import EXHIBITS, Plan
+from sinkscope.exhibits.plan import Plan
+from sinkscope.exhibits.registry import EXHIBITS
 from sinkscope.scorecard import INCONCLUSIVE, REPLICATED, judge, load_claims, verdict
 from sinkscope.stats import Interval
 from sinkscope.toys.curves import CONVERGED_FALL, fall_over_training, late_fall

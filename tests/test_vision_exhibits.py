@@ -16,7 +16,8 @@ import torch
 from sinkscope import diagnostics as dx
 from sinkscope import scorecard, stats
 from sinkscope.exhibits import Measured, s8, u8, u9
-from sinkscope.exhibits.registry import EXHIBITS, Plan
+from sinkscope.exhibits.plan import Plan
+from sinkscope.exhibits.registry import EXHIBITS
 from sinkscope.scorecard import INCONCLUSIVE, NOT_REPLICATED, judge, load_claims
 from sinkscope.vision import images, params, probes, stage
 from sinkscope.vision import tables as vision_tables

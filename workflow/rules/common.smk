@@ -6,7 +6,8 @@ import os
 import re
 from importlib.resources import files
 
-from sinkscope.exhibits.registry import Plan, active, claimed, not_run
+from sinkscope.exhibits.plan import Plan
+from sinkscope.exhibits.registry import active, claimed, not_run
 from sinkscope.codedigest import code_digest
 
 ENV = "../../envs/sinkscope.yaml"

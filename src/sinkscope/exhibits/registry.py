@@ -3,9 +3,9 @@ of its three functions reads, and its job's resources. The workflow generates th
 and figure rules of every exhibit from it (workflow/rules/exhibits.smk).
 
 Settings are given as {name: config key} (a dotted path into the merged config) or
-{name: function of the Plan} for values derived from several keys (the models an exhibit runs
-on) or from the claim catalogue (a paper value a figure shows). A job receives exactly these
-values, so a config or catalogue change reruns only the jobs that read it.
+{name: function of the Plan (`exhibits.plan`)} for values derived from several keys (the models
+an exhibit runs on) or from the claim catalogue (a paper value a figure shows). A job receives
+exactly these values, so a config or catalogue change reruns only the jobs that read it.
 Light on purpose (no torch at import): the workflow reads it to build the DAG.
 """
 
@@ -16,64 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalogue import find_claim
-from ..vision.variants import trained_models
 from . import PAPERS
+from .plan import Plan
 
-Setting = str | Callable[["Plan"], Any]
-
-
-class Plan:
-    """What a merged config asks for: the models of each modality, the ViTs the vision stage
-    trains, and any config value by its dotted key."""
-
-    def __init__(self, config: dict[str, Any]):
-        self.config = config
-        self.trained = trained_models(config["mitigation"])
-        if clash := sorted(set(self.trained) & set(config["registry"])):
-            raise ValueError(f"registry models {clash} have the names of trained ViTs; rename them")
-
-    def get(self, key: str) -> Any:
-        """The config value at a dotted key, e.g. `toys.U1` or `streaming.ppl.cache`."""
-        value = self.config
-        for part in key.split("."):
-            value = value[part]
-        return value
-
-    def entry(self, model: str) -> dict[str, Any]:
-        """A model's registry entry, or the description of a ViT the vision stage trains."""
-        return self.trained[model] if model in self.trained else self.config["registry"][model]
-
-    def models_of(self, modality: str | None = None, registers: bool = False) -> list[str]:
-        """The models of this scale (the registry's, then the seed-0 trained ViTs), optionally
-        only those of a modality or with registers."""
-        seed0 = [name for name, info in self.trained.items() if info["seed"] == 0]
-        return [
-            m
-            for m in self.config["models"] + seed0
-            if modality in (None, self.entry(m)["modality"])
-            and (not registers or self.entry(m).get("registers", 0) > 0)
-        ]
-
-    def s8_pairs(self) -> dict[str, dict[str, Any]]:
-        """{model: pair label, role (without / with registers), seed} of the S8 models (named
-        pairs are models of the run: `config.cross_field_problems` checks it)."""
-        settings = self.config["mitigation"]
-        if settings["s8"]["pairs"]:
-            return {
-                m: {"pair": " / ".join(pair), "role": role, "seed": 0}
-                for pair in settings["s8"]["pairs"]
-                for m, role in zip(pair, ("without", "with"), strict=True)
-            }
-        found = {}
-        for without, with_registers in (("baseline", "registers"), ("gate", "gate-registers")):
-            for seed in range(settings["n_seeds"]):
-                for variant, role in ((without, "without"), (with_registers, "with")):
-                    found[f"vit-{variant}-s{seed}"] = {
-                        "pair": f"{without} / {with_registers}",
-                        "role": role,
-                        "seed": seed,
-                    }
-        return found
+Setting = str | Callable[[Plan], Any]
 
 
 @dataclass(frozen=True)
@@ -240,8 +186,11 @@ def _lm_histories(plan: Plan) -> list[str]:
     ]
 
 
-def _stream_claim_model(exhibit: str) -> Callable[[Plan], str | None]:
-    """Why the claims of S3 / S4 cannot be measured: their claim model is not streamed."""
+def _streaming_ppl(
+    exhibit: str, title: str, tables: tuple[str, ...], table_settings: dict[str, Setting]
+) -> Exhibit:
+    """A streaming-perplexity exhibit (S3, S4): its tables from the NLL of every streamed model
+    under every cache policy, its claims on `streaming.ppl.claim_models.<ID>`."""
     key = f"streaming.ppl.claim_models.{exhibit}"
 
     def unclaimed(plan: Plan) -> str | None:
@@ -250,7 +199,17 @@ def _stream_claim_model(exhibit: str) -> Callable[[Plan], str | None]:
             return None
         return f"its claim model {plan.get(key)} ({key}) is not in streaming.ppl.models {models}"
 
-    return unclaimed
+    return Exhibit(
+        id=exhibit,
+        title=title,
+        tables=tables,
+        inputs=lambda plan: {"nll": _nll_files(plan)},
+        table_settings={**table_settings, "cache": "streaming.ppl.cache"},
+        claim_settings={"claim_model": key, "cache": "streaming.ppl.cache"},
+        figure_settings={"cache": "streaming.ppl.cache"},
+        mem_mb=4000,
+        unclaimed=unclaimed,
+    )
 
 
 # what S6 and S7 name their models and notes by (streaming.exhibit_tables.sink_lm_context)
@@ -394,42 +353,21 @@ EXHIBITS: dict[str, Exhibit] = {
         _toy("D4", "hard attention switch", ("seeds", "curves"), True, 60),
         _toy("D5", "soft attention switch", ("runs", "curves"), True, 120),
         _toy("D6", "representation cost of sink and diagonal", ("norms", "slopes"), False, 60),
-        Exhibit(
-            id="S3",
-            title="streaming perplexity under cache policies",
-            tables=("ppl", "curve", "blocks"),
-            inputs=lambda plan: {"nll": _nll_files(plan)},
-            table_settings={
+        _streaming_ppl(
+            "S3",
+            "streaming perplexity under cache policies",
+            ("ppl", "curve", "blocks"),
+            {
                 "bin_tokens": "streaming.ppl.bin_tokens",
                 "block_tokens": "streaming.ppl.block_tokens",
-                "cache": "streaming.ppl.cache",
                 "newline_sinks": "streaming.ppl.newline_sinks",
             },
-            claim_settings={
-                "claim_model": "streaming.ppl.claim_models.S3",
-                "cache": "streaming.ppl.cache",
-            },
-            figure_settings={"cache": "streaming.ppl.cache"},
-            mem_mb=4000,
-            unclaimed=_stream_claim_model("S3"),
         ),
-        Exhibit(
-            id="S4",
-            title="how many initial tokens",
-            tables=("ppl", "blocks"),
-            inputs=lambda plan: {"nll": _nll_files(plan)},
-            table_settings={
-                "block_tokens": "streaming.ppl.block_tokens",
-                "cache": "streaming.ppl.cache",
-                "sinks": "streaming.ppl.sinks",
-            },
-            claim_settings={
-                "claim_model": "streaming.ppl.claim_models.S4",
-                "cache": "streaming.ppl.cache",
-            },
-            figure_settings={"cache": "streaming.ppl.cache"},
-            mem_mb=4000,
-            unclaimed=_stream_claim_model("S4"),
+        _streaming_ppl(
+            "S4",
+            "how many initial tokens",
+            ("ppl", "blocks"),
+            {"block_tokens": "streaming.ppl.block_tokens", "sinks": "streaming.ppl.sinks"},
         ),
         Exhibit(
             id="S5",
