@@ -158,3 +158,39 @@ def test_jobs_that_compute_no_tensors_load_no_torch():
 def test_a_module_that_loads_torch_is_named():
     found = first_torch_importers(["sinkscope.stats", "sinkscope.toys.model", "sinkscope.metrics"])
     assert found == ["sinkscope.toys.model"]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """{module: the package modules it imports anywhere}; an imported name resolves to the
+    longest module path it starts with (`sinkscope.metrics.causal_mask` -> `sinkscope.metrics`)."""
+    found = modules()
+
+    def owner(item: str) -> str:
+        parts = item.split(".")
+        return next(
+            ".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in found
+        )
+
+    return {name: {owner(t) for t in imported(name, path)} - {name} for name, path in found.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of `graph`: its strongly connected components of more than one module (a
+    package's `__init__` and the modules inside it that read it are not a circle)."""
+    import networkx
+
+    edges = [(a, b) for a, targets in graph.items() for b in targets if not a.startswith(f"{b}.")]
+    circles = networkx.strongly_connected_components(networkx.DiGraph(edges))
+    return sorted(sorted(c) for c in circles if len(c) > 1)
+
+
+def test_no_import_circle():
+    found = import_cycles(import_graph())
+    assert not found, "modules that import each other (directly or around a circle):\n" + "\n".join(
+        " <-> ".join(c) for c in found
+    )
+
+
+def test_an_import_circle_is_found():
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"p": set(), "p.x": {"p"}, "p.y": {"p.x"}}) == []

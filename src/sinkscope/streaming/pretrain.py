@@ -25,9 +25,10 @@ from transformers.models.llama.modeling_llama import repeat_kv
 
 from .. import training
 from .exhibit_tables import EMERGENCE
+from .sink_eval import attention_mass
+from .vocabulary import SINK_TOKEN
 
 VARIANTS = ("vanilla", "zero_sink", "sink_token", "learned_sink")
-SINK_TOKEN = 256
 ATTENTION = "sinkscope_sink_logit"
 CHECKPOINT_EVERY = 20  # steps between the checkpoints of a pretraining run
 
@@ -217,8 +218,6 @@ def train(
 def sinks_on(model: LlamaForCausalLM, variant: str, probe: torch.Tensor) -> dict[str, float]:
     """The first token's attention share and the sink rate of `model` on the `probe` windows,
     means over windows and layers; the model is left in the mode it was in."""
-    from .sink_eval import attention_mass
-
     was_training = model.training
     model.eval()
     rows = attention_mass(model, variant, probe)

@@ -13,7 +13,7 @@ import torch
 from ..metrics import SINK_RATE_EPS, causal_mask, first_token_alpha
 from .evaluate import nll_fast_many
 from .policies import Policy
-from .pretrain import SINK_TOKEN
+from .vocabulary import SINK_TOKEN
 
 
 def eval_windows(held_out: np.ndarray, tokens: int, windows: int, cache: int) -> torch.Tensor:
