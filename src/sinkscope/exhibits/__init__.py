@@ -12,7 +12,8 @@ scorecard compares a measurement with a paper's value. Every measured value carr
 interval (`sinkscope.stats`): exact, across seeds, or bootstrapped over the units it is computed
 from. Each module also holds its prose: `REFERENCE` (its section of docs/exhibit-reference.md,
 Markdown) and `CAPTION` (its report caption, reStructuredText with Jinja), which
-`python -m sinkscope.docs` renders.
+`python -m sinkscope.docs` renders. docs/adding-an-exhibit.md is the contract in full, with the
+checklist of the files a new exhibit touches.
 """
 
 from __future__ import annotations
