@@ -15,6 +15,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from sinkscope import diagnostics as dx
 from sinkscope import metrics
+from sinkscope.errors import UserError
 from sinkscope.extract import (
     COS_BINS,
     Extractor,
@@ -253,8 +254,11 @@ def test_maps_kept_only_for_the_first_samples():
     assert len(extractor.maps) == 2 * 2 and all(len(m["weights"]) == 16 for m in extractor.maps)
 
 
-def test_unknown_architecture_is_refused():
-    with pytest.raises(NotImplementedError, match="adapter"):
+def test_unknown_architecture_is_refused_by_name():
+    config = transformers.ReformerConfig(is_decoder=True)
+    with pytest.raises(UserError, match=r"ReformerModel \(model_type 'reformer'\).*Llama-like"):
+        attention_layers(transformers.ReformerModel(config))
+    with pytest.raises(UserError, match="Linear"):
         attention_layers(torch.nn.Linear(2, 2))
 
 

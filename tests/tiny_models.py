@@ -75,7 +75,10 @@ def tiny_config(model_type: str) -> transformers.PretrainedConfig:
         config = configuration_auto.CONFIG_MAPPING[model_type]()
     except Exception as error:  # noqa: BLE001 - any failure of a foreign config is a reason
         raise Unbuildable(f"{model_type}: default config fails ({_reason(error)})") from None
-    _shrink(config)
+    try:
+        _shrink(config)
+    except Exception as error:  # noqa: BLE001
+        raise Unbuildable(f"{model_type}: config cannot be shrunk ({_reason(error)})") from None
     return config
 
 
