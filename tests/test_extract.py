@@ -530,3 +530,28 @@ def test_two_extractions_run_at_once():
     for which in (0, 1):
         pd.testing.assert_frame_equal(found[which], alone[which])
     assert not alone[0][COLUMNS].equals(alone[1][COLUMNS])  # the two models differ
+
+
+def test_learned_sinks_are_a_value_less_key_of_their_own():
+    """GPT-OSS: each head's learned-sink share is what its own eager attention leaves to the
+    real keys' complement, and a head whose sink logit dominates has its sink there, a NOP."""
+    config = transformers.GptOssConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_local_experts=2,
+        num_experts_per_tok=1, sliding_window=4, attn_implementation="eager",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.GptOssForCausalLM(config).eval()
+    with torch.no_grad():
+        model.model.layers[1].self_attn.sinks.copy_(torch.tensor([6.0, -6.0, 0.0, 0.0]))
+    ids = torch.randint(0, 64, (2, 10))
+    heads, _ = Extractor(model).run({"input_ids": ids}, np.array([0, 1]))
+    with torch.no_grad():
+        probs = model(ids, output_attentions=True).attentions[1]
+    want = (1 - probs.sum(-1)).mean(-1).reshape(-1).numpy()  # (sample, head) order
+    layer = heads[heads.layer == 1].reset_index(drop=True)
+    assert np.abs(layer.learned_sink_mass.to_numpy() - want).max() <= 1e-6
+    strong = layer[layer["head"] == 0]
+    assert (strong.sink == metrics.LEARNED_SINK).all() and (strong.ratio_out == 0).all()
+    assert strong.massive_activation.isna().all() and strong.event_relaxed.all()
+    assert (layer[layer["head"] == 1].sink >= 0).all()  # a weak sink logit leaves the tokens

@@ -70,7 +70,7 @@ def exact_or_refused(model: torch.nn.Module, inputs: dict, model_type: str) -> s
     hidden = layers[0].w_out.shape[-1]
     for layer in layers:
         w_q, w_k = layer.qk_weights()
-        assert w_q.shape == w_k.shape == (layer.w_out.shape[0], hidden, layer.w_out.shape[1])
+        assert w_q.shape == w_k.shape and w_q.shape[:2] == (layer.w_out.shape[0], hidden)
     assert positional_scheme(model).kind
     return "exact"
 
@@ -125,8 +125,8 @@ def test_falcon_layouts_are_exact(layout, one_thread):
 
 
 def test_strong_learned_sinks_change_the_attention_and_stay_exact(one_thread):
-    """Learned sink logits of 4.0: the probabilities of the real keys sum to well below one on average, as
-    in GPT-OSS's own eager attention, and the hooked model still reproduces it."""
+    """Learned sink logits of 4.0: the probabilities of the real keys sum to well below one on
+    average, as in GPT-OSS's own eager attention, and the hooked model still reproduces it."""
     model = built(tiny_causal_lm, "gpt_oss")
     with torch.no_grad():
         for layer in model.base_model.layers:

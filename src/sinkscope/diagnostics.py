@@ -22,7 +22,7 @@ from .stats import Interval, bootstrap, event_rate
 
 BANDS = ("early", "middle", "deep")
 CLASSES = ["NOP", "Broadcast", "other"]
-LOCATIONS = ["first", "register", "other"]
+LOCATIONS = ["first", "register", "other", "learned"]
 EVENT_COLUMNS = [
     "sample",
     "layer",
@@ -45,8 +45,13 @@ def depth_band(layer: pd.Series, n_layers: int) -> pd.Series:
 
 
 def sink_location(position: pd.Series, registers: int) -> pd.Series:
-    """Where a sink sits: the first token (BOS / CLS), a register, or another token."""
-    labels = np.where(position == 0, "first", np.where(position <= registers, "register", "other"))
+    """Where a sink sits: the first token (BOS / CLS), a register, another token, or the head's
+    learned sink logit (position `metrics.LEARNED_SINK`)."""
+    labels = np.select(
+        [position == metrics.LEARNED_SINK, position == 0, position <= registers],
+        ["learned", "first", "register"],
+        "other",
+    )
     return pd.Series(labels, index=position.index)
 
 

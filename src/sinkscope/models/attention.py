@@ -311,8 +311,9 @@ class AttentionLayer:
         """W_Q^h and W_K^h, (H, d, d_head) each (a grouped key head serves several queries)."""
         heads, d_head = self.w_out.shape[:2]
         w_q, w_k = (w.detach() for w in self.adapter.qk(self.attention, heads, d_head))
-        w_q = w_q.reshape(heads, d_head, -1).transpose(1, 2)
-        w_k = w_k.reshape(-1, d_head, w_k.shape[-1]).transpose(1, 2)
+        d_qk = w_q.shape[0] // heads  # may differ from the values' d_head (MiMo)
+        w_q = w_q.reshape(heads, d_qk, -1).transpose(1, 2)
+        w_k = w_k.reshape(-1, d_qk, w_k.shape[-1]).transpose(1, 2)
         return w_q, w_k.repeat_interleave(heads // w_k.shape[0], 0)
 
 
@@ -338,8 +339,12 @@ def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
 
 
 def _heads(model: torch.nn.Module, attention: torch.nn.Module) -> int:
-    config = getattr(model, "config", None)
-    return config.num_attention_heads if config is not None else attention.num_heads
+    """The layer's query heads: its attention's own count where it keeps one (layers of one model
+    may differ: MiMo, Laguna), else the config's."""
+    for name in ("num_heads", "num_attention_heads", "n_heads"):
+        if isinstance(getattr(attention, name, None), int):
+            return getattr(attention, name)
+    return model.config.num_attention_heads
 
 
 def _is_timm(model: torch.nn.Module) -> bool:
