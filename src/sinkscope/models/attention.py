@@ -348,7 +348,8 @@ def _heads(model: torch.nn.Module, attention: torch.nn.Module) -> int:
 
 
 def _is_timm(model: torch.nn.Module) -> bool:
-    return type(model).__module__.startswith("timm.")
+    """A timm model, or a subclass of one (the vision stage's ViTs)."""
+    return any(cls.__module__.startswith("timm.") for cls in type(model).__mro__)
 
 
 def _probe_hooks(
