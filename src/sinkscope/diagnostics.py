@@ -95,6 +95,18 @@ def first_token_share(heads: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
 
 
+def learned_sink_shares(heads: pd.DataFrame) -> pd.DataFrame:
+    """S1 on a model with learned sink logits: per (layer, head), the mean over the inputs of the
+    share of the head's attention its learned sink absorbs (`learned_sink_mass`), and the
+    number of inputs; no rows for a model without learned sinks."""
+    found = heads.dropna(subset=["learned_sink_mass"]) if "learned_sink_mass" in heads else None
+    if found is None or found.empty:
+        return pd.DataFrame(columns=["layer", "head", "learned_sink_share", "n_inputs"])
+    grouped = found.groupby(["layer", "head"]).learned_sink_mass
+    table = pd.DataFrame({"learned_sink_share": grouped.mean(), "n_inputs": grouped.size()})
+    return table.reset_index()
+
+
 def layer_transitions(heads: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
     """U3: per layer, the share of sink events on each location, and the events per input."""
     n_inputs = heads["sample"].nunique()
