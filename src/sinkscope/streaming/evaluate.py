@@ -196,6 +196,8 @@ class _Scorer:
         self.scheme = checked_scheme(model)
         self.rotary = self.scheme.rotary
         self.windows, self.layer_types = layer_windows(model)
+        if self.scheme.alibi is not None and len(set(self.windows)) > 1:  # one bias for all
+            raise UserError(f"{model.config.model_type!r}: ALiBi with per-layer windows")
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.head = _Head(model)
