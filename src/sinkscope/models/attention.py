@@ -237,7 +237,7 @@ ADAPTERS = (
             _learned),
     Adapter("BERT", ("bert",), "encoder.layer", "attention.self", "attention.output.dense",
             _separate("query", "key"), _learned),
-    Adapter("ViT, DeiT", ("vit", "deit", "ijepa", "vit_msn", "pixio"), "layers", "attention",
+    Adapter("ViT and DeiT", ("vit", "deit", "ijepa", "vit_msn", "pixio"), "layers", "attention",
             "attention.o_proj", _separate(), _learned),
     Adapter("DINOv2", ("dinov2", "dinov2_with_registers", "tipsv2_vision_model"),
             "encoder.layer", "attention",
@@ -251,9 +251,10 @@ TIMM = Adapter("timm ViT", (), "blocks", "attn", "attn.proj", _stacked("qkv"), _
 
 
 def supported() -> str:
-    """The supported architectures, for messages: families with their model types."""
-    named = [f"{a.family} ({', '.join(a.model_types)})" for a in ADAPTERS]
-    return "; ".join([*named, "timm VisionTransformer"])
+    """The supported architecture families, for messages (their model types: docs/your-model.md,
+    generated from `ADAPTERS`)."""
+    families = ", ".join([*(a.family for a in ADAPTERS), TIMM.family])
+    return f"{families} (model types: docs/your-model.md)"
 
 
 def adapter_for(model: torch.nn.Module) -> Adapter:
