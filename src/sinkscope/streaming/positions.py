@@ -3,7 +3,8 @@
 Positions are assigned by order in the cache (policies.py). What that takes depends on the
 scheme its architecture adapter names (`models.attention.positional_scheme`):
 - RoPE (rotate-half, interleaved, partial): keys are re-rotated to their cache positions (rope.py),
-  in the layers that apply it (Cohere-2, EXAONE-4 and SmolLM3 leave some layers without);
+  in the layers that apply it (`_ROTATED`: Cohere-2, EXAONE-4, SmolLM3 and others leave some
+  layers without);
 - ALiBi (MPT, BLOOM): the bias of a key is its head's slope times its distance from the query
   counted in cache order, as StreamingLLM defines it for ALiBi models (a contiguous bias, not the
   jumps of the text). `Alibi.bias` hands the model that bias for one forward pass, since the keys
@@ -26,10 +27,25 @@ from ..errors import UserError
 from ..models.attention import adapter_for, positional_scheme
 from .rope import Rotary
 
+
 # per family whose layers do not all apply RoPE: does this attention module apply it
+def _sliding(attention) -> bool:
+    return attention.sliding_window is not None
+
+
+def _global_nope(attention) -> bool:
+    """RoPE unless the model has sliding layers and this one is global (EXAONE's pattern)."""
+    return attention.sliding_window is None or attention.is_sliding
+
+
 _ROTATED = {
-    "cohere2": lambda attention: attention.sliding_window is not None,
-    "exaone4": lambda attention: attention.sliding_window is None or attention.is_sliding,
+    "afmoe": lambda attention: attention.is_local_attention,
+    "cohere2": _sliding,
+    "cohere2_moe": lambda attention: _sliding(attention) or attention.force_rope,
+    "exaone4": _global_nope,
+    "exaone_moe": _global_nope,
+    "flint": _sliding,
+    "kolibri1": _global_nope,
     "smollm3": lambda attention: bool(attention.use_rope),
 }
 
