@@ -156,3 +156,22 @@ def test_atlas_refuses_an_unsupported_model_in_one_line(tmp_path, capsys, one_th
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "'gpt_bigcode'" in error
     assert error.startswith("sinkscope:") and "docs/your-model.md" in error
+
+
+def test_a_model_that_keeps_its_own_eager_path_is_refused(monkeypatch):
+    """GPT-Neo does not call transformers' AttentionInterface: an adapter that claimed it
+    would leave its attention unhooked, so `hooked` refuses it rather than extract nothing."""
+    from dataclasses import replace
+
+    from sinkscope.models import attention
+
+    claimed = replace(
+        attention.ADAPTERS[0], model_types=("gpt_neo",), layers="h", attention="attn.attention",
+        out="attn.attention.out_proj",
+    )  # fmt: skip
+    monkeypatch.setattr(attention, "ADAPTERS", (claimed,))
+    model = built(tiny_causal_lm, "gpt_neo")
+    refused = pytest.raises(UserError, match="GPTNeoForCausalLM: its attention cannot be hooked")
+    with refused, hooked(model, lambda module, probs, *rest: probs):
+        pass
+    assert model.config._attn_implementation == "eager"

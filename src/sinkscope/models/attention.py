@@ -233,6 +233,12 @@ ADAPTERS = (
             _mpt_positions, eager="mpt"),
     Adapter("BLOOM", ("bloom",), "h", "self_attention", "self_attention.dense",
             _per_head("query_key_value"), _alibi, eager="bloom"),
+    Adapter("GPT-BigCode (StarCoder)", ("gpt_bigcode",), "h", "attn", "attn.c_proj",
+            _stacked("c_attn"), _learned),
+    Adapter("Persimmon", ("persimmon",), "layers", "self_attn", "self_attn.dense",
+            _per_head("query_key_value"), _rope, qk_norm=("q_layernorm", "k_layernorm")),
+    Adapter("BioGPT", ("biogpt",), "layers", "self_attn", "self_attn.out_proj", _separate(),
+            _learned),
     Adapter("OPT", ("opt",), "decoder.layers", "self_attn", "self_attn.out_proj", _separate(),
             _learned),
     Adapter("BERT", ("bert",), "encoder.layer", "attention.self", "attention.output.dense",
@@ -442,6 +448,10 @@ def hooked(model: torch.nn.Module, hook: Callable) -> Iterator[None]:
     if adapter.eager == "interface":
         previous = model.config._attn_implementation
         model.set_attn_implementation(IMPLEMENTATION)
+        if model.config._attn_implementation != IMPLEMENTATION:  # it keeps its own eager path
+            raise UserError(
+                f"{type(model).__name__}: its attention cannot be hooked; {supported()}"
+            )
         restore.append(lambda: model.set_attn_implementation(previous))
         modules = list(model.modules())  # the attention function gets one of them
     elif adapter.eager == "timm":
