@@ -150,11 +150,11 @@ def test_positional_schemes_are_read_from_the_model():
 def test_atlas_refuses_an_unsupported_model_in_one_line(tmp_path, capsys, one_thread):
     from sinkscope.cli import main
 
-    folder = tmp_path / "bigcode"
-    built(tiny_causal_lm, "gpt_bigcode").save_pretrained(folder)
+    folder = tmp_path / "xglm"
+    built(tiny_causal_lm, "xglm").save_pretrained(folder)
     assert main(["atlas", str(folder), "--out", str(tmp_path / "a"), "--inputs", "1"]) == 1
     error = capsys.readouterr().err.strip()
-    assert len(error.splitlines()) == 1 and "'gpt_bigcode'" in error
+    assert len(error.splitlines()) == 1 and "'xglm'" in error
     assert error.startswith("sinkscope:") and "docs/your-model.md" in error
 
 
