@@ -18,7 +18,7 @@ import torch
 
 from ..errors import UserError
 from .policies import Policy
-from .positions import Scheme
+from .positions import Scheme, architecture
 from .rope import Rotary
 
 
@@ -69,7 +69,7 @@ def checked_scheme(model: torch.nn.Module) -> Scheme:
     scheme = Scheme.of(model)
     if not scheme.rotary:
         return scheme
-    name = f"{type(model).__name__} (model_type {model.config.model_type!r})"
+    name = architecture(model)
     windows, layer_types = layer_windows(model)
     device, dtype = next(model.parameters()).device, next(model.parameters()).dtype
     n = 6

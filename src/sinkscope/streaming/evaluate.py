@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from ..errors import UserError
 from .cache import KVStore, StreamingLM, checked_scheme, layer_windows, mask_argument
 from .policies import Policy
+from .positions import architecture
 from .rope import Rotary
 
 
@@ -110,7 +111,7 @@ class _Head:
         config = model.config.get_text_config()
         self.scale = getattr(config, "logit_scale", None)
         self.cap = getattr(config, "final_logit_softcapping", None)
-        self.name = f"{type(model).__name__} (model_type {model.config.model_type!r})"
+        self.name = architecture(model)
 
     def finish(self, z: torch.Tensor) -> torch.Tensor:
         """The model's logits from its LM head's output: scaled, then soft-capped."""
@@ -197,7 +198,7 @@ class _Scorer:
         self.rotary = self.scheme.rotary
         self.windows, self.layer_types = layer_windows(model)
         if self.scheme.alibi is not None and len(set(self.windows)) > 1:  # one bias for all
-            raise UserError(f"{model.config.model_type!r}: ALiBi with per-layer windows")
+            raise UserError(f"{architecture(model)}: ALiBi with per-layer sliding windows")
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.head = _Head(model)

@@ -70,7 +70,8 @@ _ALIBI_BUILDERS = {
 }
 
 
-def _name(model: torch.nn.Module) -> str:
+def architecture(model: torch.nn.Module) -> str:
+    """The model's class and model type, as messages name it."""
     return f"{type(model).__name__} (model_type {model.config.model_type!r})"
 
 
@@ -87,8 +88,8 @@ class Alibi:
         family = model.config.model_type
         if family not in _ALIBI_BUILDERS:
             raise UserError(
-                f"{_name(model)}: its ALiBi bias cannot be placed by cache order; the streaming "
-                f"evaluation supports ALiBi on {', '.join(_ALIBI_BUILDERS)}"
+                f"{architecture(model)}: its ALiBi bias cannot be placed by cache order; the "
+                f"streaming evaluation supports ALiBi on {', '.join(_ALIBI_BUILDERS)}"
             )
         name, two_tokens = _ALIBI_BUILDERS[family]
         base = model.base_model
@@ -128,7 +129,7 @@ class Scheme:
             rotary = Rotary.of(model, interleaved, rotated_layers(model))
             if not rotary:
                 raise UserError(
-                    f"{_name(model)}: no rotary embedding module with its frequencies "
+                    f"{architecture(model)}: no rotary embedding module with its frequencies "
                     "(inv_freq); the streaming evaluation does not support this architecture"
                 )
             return cls(rotary, None)

@@ -26,6 +26,7 @@ from ..errors import UserError
 from ..models.attention import positional_scheme
 from .cache import checked_scheme
 from .policies import Policy
+from .positions import architecture
 from .rope import Rotary
 
 
@@ -76,7 +77,7 @@ class SinkCache(Cache):
             raise ValueError(f"SinkCache takes a sinks + window policy, not {policy.name}")
         if positional_scheme(model).kind == "learned":
             raise UserError(
-                f"{type(model).__name__} (model_type {model.config.model_type!r}): its learned "
+                f"{architecture(model)}: its learned "
                 "positions are baked into its keys, and generate gives a new token its place in "
                 "the text, not in the cache; stream it with StreamingLM instead"
             )
