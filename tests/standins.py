@@ -182,6 +182,17 @@ def _llama3_tokenizer(out: Path, lines: list[str]):
     return tokenizer
 
 
+def _gpt_oss_tokenizer(out: Path, lines: list[str]):
+    """tiktoken-style byte-level BPE, no BOS added (as gpt-oss's o200k_harmony)."""
+    from transformers import PreTrainedTokenizerFast
+
+    bos, eos = "<|startoftext|>", "<|endoftext|>"
+    backend = byte_level_bpe(lines, [bos, eos], LLAMA3_SPLIT)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=bos, eos_token=eos)
+    tokenizer.save_pretrained(out)
+    return tokenizer
+
+
 def _gpt2_tokenizer(out: Path, lines: list[str], neox: bool):
     from transformers import GPT2TokenizerFast, GPTNeoXTokenizerFast
 
@@ -333,6 +344,41 @@ BUILDERS: dict[str, Callable[[Path, list[str]], None]] = {
         num_key_value_heads=1,
         head_dim=8,
         sliding_window=512,
+    ),
+    "mosaicml/mpt-": _causal_lm(
+        "MptConfig",
+        lambda out, lines: _gpt2_tokenizer(out, lines, neox=True),
+        d_model=32,
+        n_heads=4,
+        n_layers=2,
+        expansion_ratio=2,
+        max_seq_len=2048,
+        attn_config={"alibi": True, "alibi_bias_max": 8},
+    ),
+    "tiiuae/falcon-": _causal_lm(
+        "FalconConfig",
+        lambda out, lines: _gpt2_tokenizer(out, lines, neox=False),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        multi_query=True,
+        parallel_attn=True,
+        new_decoder_architecture=False,
+        alibi=False,
+        bias=False,
+        max_position_embeddings=2048,
+    ),
+    "openai/gpt-oss-": _causal_lm(
+        "GptOssConfig",
+        _gpt_oss_tokenizer,
+        **LLAMA,
+        num_key_value_heads=2,
+        head_dim=8,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=128,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=131072,
     ),
     "google-bert/bert-": _encoder(
         "BertConfig", "BertModel", _bert_tokenizer, **TINY, vocab_size=1000

@@ -337,3 +337,35 @@ def test_cli_atlas_compares_two_models(tiny_lm_folder, timm_folder, tmp_path, on
     data = json.loads(re.search(r'id="atlas-data">(.*?)</script>', text, re.S).group(1))
     assert [model["name"] for model in data["models"]] == ["tiny-llama", "timm-vit"]
     assert data["models"][0]["maps"]["size"] == 16 and data["models"][1]["maps"]["size"] == 5
+
+
+def test_cli_atlas_shows_the_learned_sinks_of_a_gpt_oss(tmp_path, capsys, one_thread):
+    """A tiny GPT-OSS whose learned sink logits are 4.0 (a vocabulary of UTF-8 bytes): its
+    learned sinks absorb most of every head's attention, and the atlas says so, per head, as a
+    value-less (NOP) sink."""
+    import transformers
+
+    config = transformers.GptOssConfig(
+        vocab_size=256, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_local_experts=2,
+        num_experts_per_tok=1, sliding_window=8, max_position_embeddings=64,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.GptOssForCausalLM(config)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.sinks.fill_(4.0)
+    folder = tmp_path / "tiny-gpt-oss"
+    model.save_pretrained(folder)
+    out = tmp_path / "atlas"
+    assert main(["atlas", str(folder), "--out", str(out), "--inputs", "2", "--tokens", "16"]) == 0
+    heads = pd.read_parquet(out / "heads.parquet")
+    assert (heads.learned_sink_mass > 0.5).all()
+    assert (heads.sink_position == -1).all() and (heads.sink_location == "learned").all()
+    assert (heads.sink_class == "NOP").all()
+    text = (out / "atlas.html").read_text()
+    data = json.loads(re.search(r'id="atlas-data">(.*?)</script>', text, re.S).group(1))
+    model_data = data["models"][0]
+    assert "learned_sink_mass" in model_data["columns"]
+    assert set(model_data["sink_labels"]) == {"learned sink logit"}
+    assert "learned sink share (value-less)" in text

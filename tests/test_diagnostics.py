@@ -261,7 +261,7 @@ def test_per_input_tables_keep_every_input_and_make_complete_grids():
     locations = dx.per_input_locations(heads, found)
     assert len(locations) == 15 and locations["first"].sum() == 2
     counts = dx.grid(locations, ["sample", "layer"], dx.LOCATIONS)
-    assert counts.shape == (5, 3, 3) and counts[:2, 2, 0].tolist() == [1, 1]
+    assert counts.shape == (5, 3, len(dx.LOCATIONS)) and counts[:2, 2, 0].tolist() == [1, 1]
     classes = dx.per_input_classes(heads, found)
     assert len(classes) == 15 and classes.NOP.sum() == 2
     flags = dx.per_input_heads(heads, ["event_relaxed"], first_layer=1)
@@ -837,3 +837,8 @@ def test_panels_keep_stacks_together_and_hide_the_rest():
     fig, square = plotting.panels(4)
     assert square[0].get_subplotspec().get_geometry()[:2] == (2, 2)
     assert all(ax.get_visible() for ax in fig.axes)
+
+
+def test_sink_location_names_learned_sinks():
+    where = dx.sink_location(pd.Series([-1, 0, 2, 3]), registers=2)
+    assert where.tolist() == ["learned", "first", "register", "other"]

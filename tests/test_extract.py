@@ -15,6 +15,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from sinkscope import diagnostics as dx
 from sinkscope import metrics
+from sinkscope.errors import UserError
 from sinkscope.extract import (
     COS_BINS,
     Extractor,
@@ -253,8 +254,11 @@ def test_maps_kept_only_for_the_first_samples():
     assert len(extractor.maps) == 2 * 2 and all(len(m["weights"]) == 16 for m in extractor.maps)
 
 
-def test_unknown_architecture_is_refused():
-    with pytest.raises(NotImplementedError, match="adapter"):
+def test_unknown_architecture_is_refused_by_name():
+    config = transformers.ReformerConfig(is_decoder=True)
+    with pytest.raises(UserError, match=r"ReformerModel \(model_type 'reformer'\).*Llama-like"):
+        attention_layers(transformers.ReformerModel(config))
+    with pytest.raises(UserError, match="Linear"):
         attention_layers(torch.nn.Linear(2, 2))
 
 
@@ -526,3 +530,28 @@ def test_two_extractions_run_at_once():
     for which in (0, 1):
         pd.testing.assert_frame_equal(found[which], alone[which])
     assert not alone[0][COLUMNS].equals(alone[1][COLUMNS])  # the two models differ
+
+
+def test_learned_sinks_are_a_value_less_key_of_their_own():
+    """GPT-OSS: each head's learned-sink share is what its own eager attention leaves to the
+    real keys' complement, and a head whose sink logit dominates has its sink there, a NOP."""
+    config = transformers.GptOssConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_local_experts=2,
+        num_experts_per_tok=1, sliding_window=4, attn_implementation="eager",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.GptOssForCausalLM(config).eval()
+    with torch.no_grad():
+        model.model.layers[1].self_attn.sinks.copy_(torch.tensor([6.0, -6.0, 0.0, 0.0]))
+    ids = torch.randint(0, 64, (2, 10))
+    heads, _ = Extractor(model).run({"input_ids": ids}, np.array([0, 1]))
+    with torch.no_grad():
+        probs = model(ids, output_attentions=True).attentions[1]
+    want = (1 - probs.sum(-1)).mean(-1).reshape(-1).numpy()  # (sample, head) order
+    layer = heads[heads.layer == 1].reset_index(drop=True)
+    assert np.abs(layer.learned_sink_mass.to_numpy() - want).max() <= 1e-6
+    strong = layer[layer["head"] == 0]
+    assert (strong.sink == metrics.LEARNED_SINK).all() and (strong.ratio_out == 0).all()
+    assert strong.massive_activation.isna().all() and strong.event_relaxed.all()
+    assert (layer[layer["head"] == 1].sink >= 0).all()  # a weak sink logit leaves the tokens

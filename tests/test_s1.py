@@ -20,7 +20,7 @@ S1 = {
 
 
 def _tables(**changes):
-    return s1.tables({}, {"example": {**S1, **changes}})
+    return s1.tables({}, {"example": {**S1, **changes}, "learned_sinks_models": []})
 
 
 def _values(**changes):
@@ -121,3 +121,22 @@ def test_parquet_round_trip_and_figure(tmp_path):
     read = {"sink_logit": pd.read_parquet(path)}
     assert s1.claims(read, {"scale": "default"}) == s1.claims(_tables(), {"scale": "default"})
     assert s1.figure(read, {"title": "t", "scale": "default"}).axes
+
+
+def test_learned_sink_shares_of_a_model_with_learned_sinks(tmp_path):
+    """The mechanism on a model with learned sink logits: per (layer, head) the mean share of
+    its attention the learned sink absorbs, over the inputs; none without such a model."""
+    heads = pd.DataFrame(
+        {"sample": [0, 0, 1, 1], "layer": [0, 1, 0, 1], "head": 0,
+         "learned_sink_mass": [0.2, 0.9, 0.4, 0.7]}
+    )  # fmt: skip
+    path = tmp_path / "heads.parquet"
+    heads.to_parquet(path)
+    settings = {"example": S1, "learned_sinks_models": ["gpt-oss"]}
+    found = s1.tables({"heads": [str(path)]}, settings)["learned_sinks"].set_index("layer")
+    assert found.learned_sink_share.tolist() == pytest.approx([0.3, 0.8])
+    assert found.n_inputs.tolist() == [2, 2] and set(found.model) == {"gpt-oss"}
+    assert _tables()["learned_sinks"].empty
+    without = heads.assign(learned_sink_mass=float("nan"))
+    without.to_parquet(path)
+    assert s1.tables({"heads": [str(path)]}, settings)["learned_sinks"].empty

@@ -20,6 +20,7 @@ from transformers import (
 )
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
+from sinkscope.errors import UserError
 from sinkscope.streaming import Policy, StreamingLM, nll_fast, nll_fast_many, nll_loop, parse
 from sinkscope.streaming.rope import Rotary, rotate
 
@@ -266,7 +267,9 @@ def test_fast_reads_the_lm_head_as_the_model_does():
             return out
 
     scaled = Scaled(tiny_llama().config).eval()
-    with pytest.raises(RuntimeError, match="LM head"):
+    with pytest.raises(
+        UserError, match="Scaled .model_type 'llama'.: its logits are not its LM head"
+    ):
         nll_fast(scaled, ids, parse("4+12"))
 
 

@@ -22,7 +22,7 @@ from .stats import Interval, bootstrap, event_rate
 
 BANDS = ("early", "middle", "deep")
 CLASSES = ["NOP", "Broadcast", "other"]
-LOCATIONS = ["first", "register", "other"]
+LOCATIONS = ["first", "register", "other", "learned"]
 EVENT_COLUMNS = [
     "sample",
     "layer",
@@ -45,8 +45,13 @@ def depth_band(layer: pd.Series, n_layers: int) -> pd.Series:
 
 
 def sink_location(position: pd.Series, registers: int) -> pd.Series:
-    """Where a sink sits: the first token (BOS / CLS), a register, or another token."""
-    labels = np.where(position == 0, "first", np.where(position <= registers, "register", "other"))
+    """Where a sink sits: the first token (BOS / CLS), a register, another token, or the head's
+    learned sink logit (position `metrics.LEARNED_SINK`)."""
+    labels = np.select(
+        [position == metrics.LEARNED_SINK, position == 0, position <= registers],
+        ["learned", "first", "register"],
+        "other",
+    )
     return pd.Series(labels, index=position.index)
 
 
@@ -88,6 +93,18 @@ def first_token_share(heads: pd.DataFrame) -> pd.DataFrame:
             ),
         }
     ).reset_index()
+
+
+def learned_sink_shares(heads: pd.DataFrame) -> pd.DataFrame:
+    """S1 on a model with learned sink logits: per (layer, head), the mean over the inputs of the
+    share of the head's attention its learned sink absorbs (`learned_sink_mass`), and the
+    number of inputs; no rows for a model without learned sinks."""
+    found = heads.dropna(subset=["learned_sink_mass"]) if "learned_sink_mass" in heads else None
+    if found is None or found.empty:
+        return pd.DataFrame(columns=["layer", "head", "learned_sink_share", "n_inputs"])
+    grouped = found.groupby(["layer", "head"]).learned_sink_mass
+    table = pd.DataFrame({"learned_sink_share": grouped.mean(), "n_inputs": grouped.size()})
+    return table.reset_index()
 
 
 def layer_transitions(heads: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:

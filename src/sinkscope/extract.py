@@ -77,8 +77,20 @@ class Extractor:
         return probs
 
     def _head_stats(self, layer, probs, values, visible, mixed) -> pd.DataFrame:
-        """Per (sample, head) statistics of one layer; mixed = A V (B, H, T, d_head)."""
+        """Per (sample, head) statistics of one layer; mixed = A V (B, H, T, d_head). A layer
+        with learned sink logits gets its learned sink as one more key, value-less and seen by
+        every query, so the sink statistics count it like a token (its position:
+        `metrics.LEARNED_SINK`)."""
         batch, heads, length, _ = probs.shape
+        learned = None
+        if layer.sinks is not None:
+            learned = 1 - probs.sum(-1)  # (B, H, T): each query's weight on its learned sink
+            probs = torch.cat([probs, learned[..., None]], dim=-1)
+            values = torch.cat(
+                [values, values.new_zeros(*values.shape[:-2], 1, values.shape[-1])], -2
+            )
+            seen = visible.expand(*visible.shape[:-2], length, length)
+            visible = torch.cat([seen, seen.new_ones(*seen.shape[:-1], 1)], dim=-1)
         mass = metrics.column_mass(probs, visible)
         sink = metrics.dominant_key(probs, visible, mass)
         events = metrics.sink_events(probs, visible, sink)
@@ -87,9 +99,12 @@ class Extractor:
         hidden = self._hidden[layer.index]
         before = metrics.token_similarity(hidden)
         after = metrics.token_similarity(hidden[:, None] + mixed @ w_out.to(mixed.dtype))
-        massive = metrics.massive_activation(hidden.norm(dim=-1), sink)
+        virtual = sink >= length  # the learned sink: no hidden state of its own
+        massive = metrics.massive_activation(hidden.norm(dim=-1), sink.clamp_max(length - 1))
+        massive = massive.masked_fill(virtual, float("nan"))
         columns = {
-            "sink": sink, "sink_mass": mass.gather(-1, sink[..., None]).squeeze(-1),
+            "sink": sink.masked_fill(virtual, metrics.LEARNED_SINK),
+            "sink_mass": mass.gather(-1, sink[..., None]).squeeze(-1),
             "first_mass": mass[..., 0], **{f"event_{k}": v for k, v in events.items()},
             "ratio_head": metrics.value_norm_ratio(values, sink),
             "ratio_out": metrics.norm_ratio(
@@ -98,6 +113,10 @@ class Extractor:
             "srank": metrics.stable_rank(sigma), "rank1_energy": metrics.rank1_energy(sigma),
             "sigma1": sigma[..., 0], "entropy": metrics.attention_entropy(probs),
             "massive_activation": massive, "delta_similarity": after - before[:, None],
+            "learned_sink_mass": (
+                torch.full_like(mass[..., 0], float("nan")) if learned is None
+                else learned.mean(-1)
+            ),
         }  # fmt: skip
         frame = {"sample": np.repeat(self._samples, heads), "layer": layer.index,
                  "head": np.tile(np.arange(heads), batch)}  # fmt: skip

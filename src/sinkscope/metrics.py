@@ -25,6 +25,7 @@ SINK_RATE_EPS = 0.3
 NOP_MAX_RATIO = 0.2
 BROADCAST_MIN_RATIO = 0.5
 BROADCAST_MAX_SRANK = 1.5
+LEARNED_SINK = -1  # the sink position of a head whose dominant key is its learned sink logit
 
 
 def causal_mask(length: int, device: torch.device | str | None = None) -> torch.Tensor:

@@ -72,18 +72,9 @@ def open_model(spec: str, config: dict[str, Any], models_dir: Path, device: str)
         raise UserError(
             f"{spec}: no such file or folder, registry model ({known}) or hub id (owner/name)"
         )
-    try:
-        attention_layers(opened.model)
-    except NotImplementedError as error:
-        raise UserError(f"{spec}: {error}; the atlas reads the attention of {_SUPPORTED}") from None
+    attention_layers(opened.model)  # a UserError naming an architecture without an adapter
     opened.model = opened.model.to(device).eval()
     return opened
-
-
-_SUPPORTED = (
-    "Llama-like decoders, GPT-2, BERT, DINOv2, the CLIP vision tower and timm ViTs "
-    "(sinkscope.models.attention)"
-)
 
 
 def _from_cache(cache: Path, name: str, device: str) -> OpenedModel:

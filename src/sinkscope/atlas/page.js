@@ -20,7 +20,8 @@
                    x0: c * w - 0.5, x1: c * w - 0.5, line: line});
     const patch = sink - image.prefix;
     let caption = "the example's sink is its " + label + " token, not a patch";
-    if (sink < 0) caption = "no sink recorded for this head";
+    if (sink === -1) caption = "the example's sink is the head's learned sink logit";
+    else if (sink < 0) caption = "no sink recorded for this head";
     else if (patch >= 0 && patch < image.rows * image.columns) {
       const r = Math.floor(patch / image.columns), c = patch % image.columns;
       shapes.push({type: "rect", x0: c * w - 0.5, x1: (c + 1) * w - 0.5, y0: r * h - 0.5,
@@ -44,7 +45,9 @@
     const sink = model.example_sink[index], label = model.sink_labels[index];
     const size = model.maps.size, labels = model.maps.labels;
     document.getElementById("map-title-" + m).textContent = "layer " + layer + ", head " + head +
-      (sink < 0 ? " (no example sink)" : " (example sink: " + label + ", position " + sink + ")");
+      (sink === -1 ? " (example sink: its learned sink logit, value-less)"
+        : sink < 0 ? " (no example sink)"
+        : " (example sink: " + label + ", position " + sink + ")");
     if (model.image) showImage(m, model.image, sink, label);
     document.getElementById("numbers-" + m).replaceChildren(...model.columns.flatMap(
       (name, i) => [[name, "name"], [shown(row[i]), "value"]].map(([text, kind]) => {

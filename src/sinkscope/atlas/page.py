@@ -18,9 +18,11 @@ import plotly.io as pio
 from PIL import Image
 from plotly.offline import get_plotlyjs
 
+from .. import metrics
 from ..models.layout import ImageTokens
 from .tables import measure_groups
 
+NO_SINK = -2  # the example sink of a head without a kept example (-1: its learned sink logit)
 LOG_MEASURES = {"ratio_out", "ratio_head", "massive_activation"}  # drawn as log10
 GRID_SIZE = (280, 260)  # width, height in px of one layer x head grid
 TEMPLATE = go.layout.Template(
@@ -173,10 +175,12 @@ def _model_data(index: int, atlas: ModelAtlas) -> tuple[dict, list[dict]]:
         blocks.append(padded.reshape(-1))
     data = np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.uint8)
     sinks = atlas.example_sink.set_index(["layer", "head"])["sink"]
-    sinks = sinks.reindex(pd.MultiIndex.from_frame(heads[["layer", "head"]]), fill_value=-1)
+    sinks = sinks.reindex(pd.MultiIndex.from_frame(heads[["layer", "head"]]), fill_value=NO_SINK)
     sink_labels = [
-        atlas.labels[s] if 0 <= s < len(atlas.labels) else f"#{s}" for s in sinks.astype(int)
-    ]
+        "learned sink logit" if s == metrics.LEARNED_SINK
+        else atlas.labels[s] if 0 <= s < len(atlas.labels) else f"#{s}"
+        for s in sinks.astype(int)
+    ]  # fmt: skip
     start = _first_sink_head(heads)
     columns = [c for c in heads.columns if c not in ("layer", "head")]
     model = {

@@ -27,10 +27,11 @@ HEAD_MEASURES = {
     "massive_activation": "massive activation at the sink",
     "delta_similarity": "change of token similarity",
     "entropy": "attention entropy (nats)",
+    "learned_sink_mass": "learned sink share (value-less)",
 }
 MEDIANS = ["sink_mass", "ratio_head", "ratio_out", "srank", "massive_activation"]
 MEANS = ["entropy", "delta_similarity"]
-LOCATIONS = ["first", "register", "other"]  # diagnostics.sink_location
+LOCATIONS = diagnostics.LOCATIONS
 
 
 def head_table(heads: pd.DataFrame, registers: int = 0) -> pd.DataFrame:
@@ -50,7 +51,7 @@ def head_table(heads: pd.DataFrame, registers: int = 0) -> pd.DataFrame:
             diagnostics.first_token_share(heads).set_index(keys),
             diagnostics.head_specialization(heads).set_index(keys),
             grouped[MEDIANS].median(),
-            grouped[MEANS].mean(),
+            grouped[[c for c in [*MEANS, "learned_sink_mass"] if c in heads]].mean(),
             grouped["sink"].agg(lambda s: s.mode().iloc[0]).rename("sink_position"),
         ],
         axis=1,
@@ -66,7 +67,9 @@ def head_table(heads: pd.DataFrame, registers: int = 0) -> pd.DataFrame:
     order = ["first_share", "sink_rate", "pct_relaxed", *strict, "pct_nop", "pct_broadcast",
              "sink_class", "sink_position", "sink_location", "sink_mass", "ratio_out",
              "ratio_head", "srank", "massive_activation", "delta_similarity",
-             "entropy"]  # fmt: skip
+             "entropy", "learned_sink_mass"]  # fmt: skip
+    if "learned_sink_mass" not in table or table.learned_sink_mass.isna().all():
+        order.remove("learned_sink_mass")  # a model without learned sink logits
     return table[order].reset_index()
 
 

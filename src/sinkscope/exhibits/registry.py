@@ -274,14 +274,29 @@ def _per_model(models: Callable[[Plan], dict | list], path: str) -> Callable[[Pl
     return lambda plan: [path.format(model=m) for m in models(plan)]
 
 
+def _learned_sinks_models(plan: Plan) -> list[str]:
+    """S1's model with learned sink logits, if it is among this scale's models."""
+    name = plan.get("exhibits.S1.learned_sinks_model")
+    return [name] if name in plan.models_of() else []
+
+
+def _learned_sinks_heads(plan: Plan) -> dict[str, list[str]]:
+    paths = [f"results/extract/{m}/heads.parquet" for m in _learned_sinks_models(plan)]
+    return {"heads": paths} if paths else {}
+
+
 EXHIBITS: dict[str, Exhibit] = {
     e.id: e
     for e in (
         Exhibit(
             id="S1",
             title="a value-less sink logit absorbs spare attention",
-            tables=("sink_logit",),
-            table_settings={"example": "exhibits.S1"},
+            tables=("sink_logit", "learned_sinks"),
+            inputs=_learned_sinks_heads,
+            table_settings={
+                "example": "exhibits.S1",
+                "learned_sinks_models": _learned_sinks_models,
+            },
         ),
         _diagnostics(
             "S2", "where attention goes", ("table", "per_input"), ("heads",), modality="text"

@@ -11,15 +11,23 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .. import diagnostics as dx
 from ..stats import exact
-from . import Measured
+from . import Measured, read_tables, stack
 
 CONDITIONS = {"no sink": False, "sink logit": True}
 
 
 def tables(inputs: dict, settings: dict) -> dict[str, pd.DataFrame]:
-    """The example of `settings["example"]` (seed, n_tokens, dim, scores, sink_logit)."""
-    return {"sink_logit": _sink_logit_example(**settings["example"])}
+    """The example of `settings["example"]` (seed, n_tokens, dim, scores, sink_logit), and, for
+    the model with learned sink logits of `settings["learned_sinks_model"]` (none: no rows), the
+    share of each head's attention its learned sink absorbs, per layer."""
+    example = {k: v for k, v in settings["example"].items() if k != "learned_sinks_model"}
+    models = settings["learned_sinks_models"]
+    heads = read_tables(inputs.get("heads", []), models)
+    shares = {m: dx.learned_sink_shares(table) for m, table in heads.items()}
+    learned = stack(shares) if shares else dx.learned_sink_shares(pd.DataFrame())
+    return {"sink_logit": _sink_logit_example(**example), "learned_sinks": learned}
 
 
 def _sink_logit_example(

@@ -19,6 +19,7 @@ SHARES = {
     "share_first": "first token (BOS/CLS)",
     "share_register": "register",
     "share_other": "other token (patch)",
+    "share_learned": "learned sink logit",
 }
 
 

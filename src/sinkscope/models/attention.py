@@ -10,15 +10,19 @@ softmax. No state outside the hooked model: several models can run hooked at onc
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import reduce
+from types import MethodType
 
 import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 from .. import metrics
+from ..errors import UserError
 
 IMPLEMENTATION = "sinkscope"
 
@@ -29,11 +33,12 @@ HOOK = "_sinkscope_hook"
 
 
 def _attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-               softcap=None, **kwargs):  # fmt: skip
+               softcap=None, s_aux=None, **kwargs):  # fmt: skip
     """Eager attention (as transformers' eager_attention_forward), with the extraction hook.
 
-    Scores, probabilities and A V are computed in fp32 (at least) whatever the model's dtype, and
-    the hook sees them so; the output returns to the model's dtype."""
+    `s_aux`: the learned per-head sink logits of a model that has them (GPT-OSS), a key column
+    without a value, as the model's own eager attention takes them; the probabilities handed on
+    are those of the real keys (a row sums to one minus its learned sink's share)."""
     scaling = module.head_dim**-0.5 if scaling is None else scaling
     groups = query.shape[1] // key.shape[1]
     key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
@@ -43,17 +48,29 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
         scores = torch.tanh(scores / softcap) * softcap
     if attention_mask is not None:
         scores = scores + attention_mask[..., : key.shape[-2]]
-    probs = torch.softmax(scores, dim=-1)
+    visible = _visibility(attention_mask, scores)
+    mixed, probs = _attend(module, scores, value, visible, dropout, s_aux)
+    return mixed.to(value.dtype).transpose(1, 2).contiguous(), probs.to(value.dtype)
+
+
+def _attend(module, scores, value, visible, dropout=0.0, sinks=None):
+    """Softmax over the keys (and the learned sinks), the hook, dropout and A V, in the scores'
+    precision: (A V (B, H, T, d_head), probabilities of the real keys)."""
+    if sinks is None:
+        probs = torch.softmax(scores, dim=-1)
+    else:
+        column = sinks.to(scores.dtype).reshape(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+        probs = torch.softmax(torch.cat([scores, column], dim=-1), dim=-1)[..., :-1]
     mixed, hook = None, getattr(module, HOOK, None)
     if hook is not None:  # the hook's A V is the attention output, unless it changes the probs
         mixed = metrics.head_update(probs, value)
-        changed = hook(module, probs, value.to(wide), _visibility(attention_mask, probs), mixed)
+        changed = hook(module, probs, value.to(probs.dtype), visible, mixed)
         if changed is not probs:
             probs, mixed = changed, None
     if mixed is None or (module.training and dropout):
         probs = torch.nn.functional.dropout(probs, p=dropout, training=module.training)
         mixed = probs @ value.to(probs.dtype)
-    return mixed.to(value.dtype).transpose(1, 2).contiguous(), probs.to(value.dtype)
+    return mixed, probs
 
 
 AttentionInterface.register(IMPLEMENTATION, _attention)
@@ -70,14 +87,228 @@ def _visibility(attention_mask: torch.Tensor | None, probs: torch.Tensor) -> tor
     return mask > torch.finfo(mask.dtype).min / 2
 
 
+POSITION_KINDS = ("rope", "rope-interleaved", "alibi", "learned", "none")
+
+
+@dataclass(frozen=True)
+class Positions:
+    """How a model encodes positions. `kind`: one of POSITION_KINDS (`rope`: rotate-half RoPE,
+    `rope-interleaved`: RoPE on interleaved pairs, as GLM and Cohere; `alibi`: a linear bias per
+    head; `learned`: absolute position embeddings added to the input; `none`).
+    `rotary_fraction`: the share of each head's dimensions RoPE rotates (1 for full RoPE, below 1
+    for partial rotary; 0 for the other kinds)."""
+
+    kind: str
+    rotary_fraction: float = 0.0
+
+
+def _rope(model: torch.nn.Module) -> Positions:
+    """RoPE, interleaved if the model's own `rotate_half` pairs neighbouring dimensions, partial
+    if its config rotates a fraction of each head."""
+    config = model.config
+    parameters = getattr(config, "rope_parameters", None) or {}
+    fraction = getattr(config, "partial_rotary_factor", None) or parameters.get(
+        "partial_rotary_factor", getattr(config, "rotary_pct", 1.0)
+    )
+    rotate = getattr(sys.modules[type(model).__module__], "rotate_half", None)
+    probe = torch.arange(4.0)
+    interleaved = rotate is not None and torch.equal(rotate(probe), torch.tensor([-1.0, 0, -3, 2]))
+    return Positions("rope-interleaved" if interleaved else "rope", float(fraction))
+
+
+def _learned(model) -> Positions:
+    return Positions("learned")
+
+
+def _alibi(model) -> Positions:
+    return Positions("alibi")
+
+
+def _falcon_positions(model) -> Positions:
+    return _alibi(model) if model.config.alibi else _rope(model)
+
+
+def _mpt_positions(model) -> Positions:
+    return _alibi(model) if model.config.attn_config.alibi else Positions("none")
+
+
+# W_Q and W_K of a layer's attention as Linear weights (out, in): (H d_head, d), (H_kv d_head, d).
+QK = Callable[[torch.nn.Module, int, int], tuple[torch.Tensor, torch.Tensor]]
+
+
+def _separate(query: str = "q_proj", key: str = "k_proj") -> QK:
+    """Separate query and key projections."""
+
+    def split(attention, heads, d_head):
+        return _at(attention, query).weight, _at(attention, key).weight
+
+    return split
+
+
+def _stacked(name: str, conv1d: bool = False) -> QK:
+    """One projection whose output rows hold all queries, then all keys, then all values (keys
+    and values equally wide); `conv1d`: stored (in, out), as GPT-2's Conv1D."""
+
+    def split(attention, heads, d_head):
+        weight = _at(attention, name).weight
+        weight = weight.T if conv1d else weight
+        queries = heads * d_head
+        keys = (weight.shape[0] - queries) // 2
+        return weight[:queries], weight[queries : queries + keys]
+
+    return split
+
+
+def _per_head(name: str) -> QK:
+    """One projection whose output rows hold each head's query, key and value in turn."""
+
+    def split(attention, heads, d_head):
+        weight = _at(attention, name).weight.reshape(heads, 3, d_head, -1)
+        return weight[:, 0].flatten(0, 1), weight[:, 1].flatten(0, 1)
+
+    return split
+
+
+def _falcon_qk(attention, heads, d_head):
+    """Falcon's query_key_value: grouped per key head (new decoder architecture), multi-query
+    (all queries, one key, one value), or per head."""
+    if attention.new_decoder_architecture:
+        weight = attention.query_key_value.weight
+        grouped = weight.reshape(attention.num_kv_heads, -1, d_head, weight.shape[-1])
+        return grouped[:, :-2].flatten(0, 2), grouped[:, -2].flatten(0, 1)
+    if attention.multi_query:
+        return _stacked("query_key_value")(attention, heads, d_head)
+    return _per_head("query_key_value")(attention, heads, d_head)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """Where one architecture family keeps its attention. Paths are dotted attribute names:
+    `layers` from the base model to its list of layers; `attention`, `out` (W_O) and
+    `layer_scale` (a LayerScale after W_O) from a layer; `qk_norm` (norms applied to q and k
+    before the scores, which the hooks see already applied) and `sinks` (learned per-head sink
+    logits) from the attention module. `eager`: how the hooks reach the softmax: `interface`
+    (transformers' AttentionInterface), or the family's own eager path (`mpt`, `bloom`, `timm`)."""
+
+    family: str
+    model_types: tuple[str, ...]
+    layers: str
+    attention: str
+    out: str
+    qk: QK
+    positions: Callable[[torch.nn.Module], Positions]
+    layer_scale: str | None = None
+    qk_norm: tuple[str, str] | None = None
+    sinks: str | None = None
+    eager: str = "interface"
+    conv1d: bool = False  # W_O stored (in, out)
+
+
+LLAMA_LIKE = (
+    "afmoe", "apertus", "apertus1p5_text", "arcee", "aria_text", "beam", "bitnet", "cohere",
+    "cohere2", "cohere2_moe", "cwm", "doge", "ernie4_5", "ernie4_5_moe", "exaone", "exaone4",
+    "exaone_moe", "falcon_h1", "flex_olmo", "flint", "gemma", "gemma2", "gemma3_text", "glm",
+    "glm4", "glm4_moe", "gpt_oss", "granite", "granitemoe", "granitemoeshared", "helium",
+    "hy_v3", "hyperclovax", "internlm3", "iquestcoder", "jais2", "kolibri1", "laguna", "llama",
+    "mellum", "mimo_v2_flash", "minimax_m2", "minimax_m3_vl_text", "ministral", "ministral3",
+    "mistral", "mixtral", "nanochat", "olmo", "olmo2", "olmo3", "olmoe", "param2moe", "phimoe",
+    "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "sarvam_moe", "seed_oss", "smollm3",
+    "solar_open", "stablelm", "starcoder2", "vaultgemma",
+)  # fmt: skip
+
+ADAPTERS = (
+    Adapter("Llama-like decoders", LLAMA_LIKE, "layers", "self_attn", "self_attn.o_proj",
+            _separate(), _rope, qk_norm=("q_norm", "k_norm"), sinks="sinks"),
+    Adapter("Phi", ("phi",), "layers", "self_attn", "self_attn.dense", _separate(), _rope,
+            qk_norm=("q_layernorm", "k_layernorm")),
+    Adapter("Phi-3", ("phi3",), "layers", "self_attn", "self_attn.o_proj",
+            _stacked("qkv_proj"), _rope),
+    Adapter("GPT-NeoX (Pythia)", ("gpt_neox",), "layers", "attention", "attention.dense",
+            _per_head("query_key_value"), _rope),
+    Adapter("GPT-2", ("gpt2", "gpt-sw3"), "h", "attn", "attn.c_proj",
+            _stacked("c_attn", conv1d=True), _learned, conv1d=True),
+    Adapter("Falcon", ("falcon",), "h", "self_attention", "self_attention.dense", _falcon_qk,
+            _falcon_positions),
+    Adapter("MPT", ("mpt",), "blocks", "attn", "attn.out_proj", _stacked("Wqkv"),
+            _mpt_positions, eager="mpt"),
+    Adapter("BLOOM", ("bloom",), "h", "self_attention", "self_attention.dense",
+            _per_head("query_key_value"), _alibi, eager="bloom"),
+    Adapter("GPT-BigCode (StarCoder)", ("gpt_bigcode",), "h", "attn", "attn.c_proj",
+            _stacked("c_attn"), _learned),
+    Adapter("Persimmon", ("persimmon",), "layers", "self_attn", "self_attn.dense",
+            _per_head("query_key_value"), _rope, qk_norm=("q_layernorm", "k_layernorm")),
+    Adapter("BioGPT", ("biogpt",), "layers", "self_attn", "self_attn.out_proj", _separate(),
+            _learned),
+    Adapter("OPT", ("opt",), "decoder.layers", "self_attn", "self_attn.out_proj", _separate(),
+            _learned),
+    Adapter("BERT", ("bert",), "encoder.layer", "attention.self", "attention.output.dense",
+            _separate("query", "key"), _learned),
+    Adapter("ViT and DeiT", ("vit", "deit", "ijepa", "vit_msn", "pixio"), "layers", "attention",
+            "attention.o_proj", _separate(), _learned),
+    Adapter("DINOv2", ("dinov2", "dinov2_with_registers", "tipsv2_vision_model"),
+            "encoder.layer", "attention",
+            "attention.o_proj", _separate(), _learned, layer_scale="layer_scale1.lambda1"),
+    Adapter("CLIP and SigLIP vision towers",
+            ("clip_vision_model", "siglip_vision_model", "chinese_clip_vision_model"),
+            "encoder.layers", "self_attn", "self_attn.out_proj", _separate(), _learned),
+)  # fmt: skip
+TIMM = Adapter("timm ViT", (), "blocks", "attn", "attn.proj", _stacked("qkv"), _learned,
+               layer_scale="ls1.gamma", eager="timm")  # fmt: skip
+
+
+def supported() -> str:
+    """The supported architecture families, for messages (their model types: docs/your-model.md,
+    generated from `ADAPTERS`)."""
+    families = ", ".join([*(a.family for a in ADAPTERS), TIMM.family])
+    return f"{families} (model types: docs/your-model.md)"
+
+
+def adapter_for(model: torch.nn.Module) -> Adapter:
+    """The adapter of the model's architecture (its config's model_type); a UserError naming the
+    architecture and listing the supported ones if there is none."""
+    if _is_timm(model):
+        return TIMM
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    for adapter in ADAPTERS:
+        if model_type in adapter.model_types:
+            return adapter
+    raise UserError(
+        f"{type(model).__name__} (model_type {model_type!r}): sinkscope has no attention "
+        f"adapter for this architecture and does not read it approximately; supported: "
+        f"{supported()}"
+    )
+
+
+def positional_scheme(model: torch.nn.Module) -> Positions:
+    """How the model encodes positions (its adapter's reading of its config)."""
+    return adapter_for(model).positions(model)
+
+
+def _at(obj, path: str):
+    return reduce(getattr, path.split("."), obj)
+
+
+def _maybe(obj, path: str | None):
+    """The attribute at `path`, None if the path is None or missing (an Identity LayerScale)."""
+    if path is None:
+        return None
+    try:
+        return _at(obj, path)
+    except AttributeError:
+        return None
+
+
 @dataclass
 class AttentionLayer:
-    """One attention layer: the module that takes its input, the attention module, W_O per head."""
+    """One attention layer: the module that takes its input, the attention module, W_O per head
+    and the layer's learned per-head sink logits (None without)."""
 
     index: int
     layer: torch.nn.Module
     attention: torch.nn.Module
     w_out: torch.Tensor  # (H, d_head, d): u_j = v_j @ w_out[h], LayerScale included
+    adapter: Adapter
+    sinks: torch.Tensor | None = None
 
     def __post_init__(self):
         self.gram = metrics.output_gram(self.w_out)
@@ -85,127 +316,176 @@ class AttentionLayer:
 
     def qk_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """W_Q^h and W_K^h, (H, d, d_head) each (a grouped key head serves several queries)."""
-        attention, heads = self.attention, self.w_out.shape[0]
-        if hasattr(attention, "c_attn"):  # GPT-2: Conv1D (d, 3d) holding q, k, v
-            w_q, w_k, _ = attention.c_attn.weight.detach().split(attention.embed_dim, dim=1)
-        elif hasattr(attention, "qkv"):  # timm: Linear (3d, d) holding q, k, v
-            w_q, w_k, _ = attention.qkv.weight.detach().T.chunk(3, dim=1)
-        elif hasattr(attention, "query_key_value"):  # GPT-NeoX: (3d, d), q, k, v per head
-            packed = attention.query_key_value.weight.detach().T
-            packed = packed.reshape(packed.shape[0], heads, 3, -1)
-            w_q, w_k = (packed[:, :, part].flatten(1) for part in (0, 1))
-        else:
-            names = ("q_proj", "k_proj") if hasattr(attention, "q_proj") else ("query", "key")
-            w_q, w_k = (getattr(attention, n).weight.detach().T for n in names)
-        w_q = w_q.reshape(w_q.shape[0], heads, -1).transpose(0, 1)
-        w_k = w_k.reshape(w_k.shape[0], -1, w_q.shape[-1]).transpose(0, 1)
+        heads, d_head = self.w_out.shape[:2]
+        w_q, w_k = (w.detach() for w in self.adapter.qk(self.attention, heads, d_head))
+        d_qk = w_q.shape[0] // heads  # may differ from the values' d_head (MiMo)
+        w_q = w_q.reshape(heads, d_qk, -1).transpose(1, 2)
+        w_k = w_k.reshape(-1, d_qk, w_k.shape[-1]).transpose(1, 2)
         return w_q, w_k.repeat_interleave(heads // w_k.shape[0], 0)
 
 
 def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
-    """The attention layers of a model.
-
-    transformers: Llama-like decoders (Llama, Mistral, Gemma 2 and 3, Qwen), GPT-NeoX (Pythia),
-    GPT-2, BERT, DINOv2 (with or without registers) and the CLIP vision tower; timm:
-    VisionTransformer and its subclasses.
-    """
-    base = getattr(model, "base_model", model)
-    found = []
-    if hasattr(base, "blocks"):  # timm ViT, LayerScale (ls1) after the output projection
-        for i, block in enumerate(base.blocks):
-            scale = getattr(block.ls1, "gamma", None)
-            found.append((i, block, block.attn, block.attn.proj.weight, scale))
-    elif hasattr(base, "layers"):
-        for i, layer in enumerate(base.layers):
-            if hasattr(layer, "self_attn"):  # Llama, Mistral, Gemma, Qwen: self_attn.o_proj
-                found.append((i, layer, layer.self_attn, layer.self_attn.o_proj.weight, None))
-            else:  # GPT-NeoX: attention.dense
-                found.append((i, layer, layer.attention, layer.attention.dense.weight, None))
-    elif hasattr(base, "h"):  # GPT-2: Conv1D stores (in, out)
-        for i, block in enumerate(base.h):
-            found.append((i, block, block.attn, block.attn.c_proj.weight.T, None))
-    elif hasattr(base, "encoder") and hasattr(base.encoder, "layers"):  # CLIP vision tower
-        for i, layer in enumerate(base.encoder.layers):
-            found.append((i, layer, layer.self_attn, layer.self_attn.out_proj.weight, None))
-    elif hasattr(base, "encoder") and hasattr(base.encoder, "layer"):
-        for i, layer in enumerate(base.encoder.layer):
-            if hasattr(layer.attention, "o_proj"):  # DINOv2, with LayerScale after W_O
-                scale = getattr(getattr(layer, "layer_scale1", None), "lambda1", None)
-                found.append((i, layer, layer.attention, layer.attention.o_proj.weight, scale))
-            else:  # BERT: the output projection sits beside the self-attention
-                found.append(
-                    (i, layer, layer.attention.self, layer.attention.output.dense.weight, None)
-                )
-    else:
-        raise NotImplementedError(f"no attention-layer adapter for {type(model).__name__}")
+    """The attention layers of a model of a supported architecture (`ADAPTERS`, timm ViTs); a
+    UserError naming any other."""
+    adapter = adapter_for(model)
+    base = model if adapter is TIMM else model.base_model
     layers = []
-    for index, layer, attention, weight, scale in found:
+    for index, layer in enumerate(_at(base, adapter.layers)):
+        attention = _at(layer, adapter.attention)
+        weight = _at(layer, adapter.out).weight.detach()
+        weight = weight if adapter.conv1d else weight.T  # (H d_head, d)
         heads = _heads(model, attention)
-        w_out = weight.detach().T.reshape(heads, -1, weight.shape[0]).to(torch.float64)
+        w_out = weight.reshape(heads, -1, weight.shape[-1]).to(torch.float64)
+        scale = _maybe(layer, adapter.layer_scale)
         if scale is not None:
             w_out = w_out * scale.detach().to(torch.float64)
-        layers.append(AttentionLayer(index, layer, attention, w_out))
+        sinks = _maybe(attention, adapter.sinks)
+        sinks = sinks.detach() if isinstance(sinks, torch.Tensor) else None
+        layers.append(AttentionLayer(index, layer, attention, w_out, adapter, sinks))
     return layers
 
 
 def _heads(model: torch.nn.Module, attention: torch.nn.Module) -> int:
-    config = getattr(model, "config", None)
-    return config.num_attention_heads if config is not None else attention.num_heads
+    """The layer's query heads: its attention's own count where it keeps one (layers of one model
+    may differ: MiMo, Laguna), else the config's."""
+    for name in ("num_heads", "num_attention_heads", "n_heads"):
+        if isinstance(getattr(attention, name, None), int):
+            return getattr(attention, name)
+    return model.config.num_attention_heads
 
 
 def _is_timm(model: torch.nn.Module) -> bool:
-    return not hasattr(model, "set_attn_implementation")
+    """A timm model, or a subclass of one (the vision stage's ViTs)."""
+    return any(cls.__module__.startswith("timm.") for cls in type(model).__mro__)
 
 
-def _timm_hooks(attention: torch.nn.Module, hook: Callable) -> list:
-    """Module hooks handing a timm attention's probabilities and values to `hook`."""
+def _probe_hooks(
+    attention: torch.nn.Module,
+    hook: Callable,
+    qkv: torch.nn.Module,
+    values_of: Callable[[torch.Tensor], torch.Tensor],
+    softmax_out: torch.nn.Module,
+) -> list:
+    """Module hooks around an attention's own eager path (timm, BLOOM): the values from its qkv
+    projection (`values_of` its output: (B, H, T, d_head)), the mask from its call, the
+    probabilities as they leave `softmax_out` (its dropout), replaced by what `hook` returns."""
     kept = {}
 
-    def keep_values(module, args, qkv):
-        batch, length, _ = qkv.shape
-        kept["values"] = qkv.reshape(batch, length, 3, attention.num_heads, -1)[:, :, 2]
+    def keep_mask(module, args, kwargs):
+        kept["mask"] = kwargs.get("attention_mask")
+
+    def keep_values(module, args, output):
+        kept["values"] = values_of(output)
 
     def on_probs(module, args, probs):  # the hook sees fp32 (at least), as in `_attention`
-        visible = torch.ones(1, 1, *probs.shape[-2:], dtype=torch.bool, device=probs.device)
         wide = torch.promote_types(probs.dtype, torch.float32)
-        seen, values = probs.to(wide), kept.pop("values").transpose(1, 2).to(wide)
+        seen, values = probs.to(wide), kept.pop("values").to(wide)
+        visible = _visibility(kept.get("mask"), probs)
         changed = hook(attention, seen, values, visible, metrics.head_update(seen, values))
         return probs if changed is seen else changed.to(probs.dtype)
 
     return [
-        attention.qkv.register_forward_hook(keep_values),
-        attention.attn_drop.register_forward_hook(on_probs),
+        attention.register_forward_pre_hook(keep_mask, with_kwargs=True),
+        qkv.register_forward_hook(keep_values),
+        softmax_out.register_forward_hook(on_probs),
     ]
+
+
+def _timm_hooks(attention: torch.nn.Module, hook: Callable) -> list:
+    def values_of(qkv):
+        batch, length, _ = qkv.shape
+        return qkv.reshape(batch, length, 3, attention.num_heads, -1)[:, :, 2].transpose(1, 2)
+
+    return _probe_hooks(attention, hook, attention.qkv, values_of, attention.attn_drop)
+
+
+def _bloom_hooks(attention: torch.nn.Module, hook: Callable) -> list:
+    def values_of(fused):
+        batch, length, _ = fused.shape
+        per_head = fused.view(batch, length, attention.num_heads, 3, attention.head_dim)
+        return per_head[..., 2, :].transpose(1, 2)
+
+    return _probe_hooks(
+        attention, hook, attention.query_key_value, values_of, attention.attention_dropout
+    )
+
+
+def _mpt_forward(self, hidden_states, position_bias, cache=None, attention_mask=None, **kwargs):
+    """MptAttention.forward (its own eager path: scores, ALiBi bias, boolean mask) with the
+    softmax and A V of `_attend`, so the hook sees them."""
+    batch, length = hidden_states.shape[:2]
+    mixed_qkv = self.Wqkv(hidden_states)
+    if self.clip_qkv:
+        mixed_qkv = mixed_qkv.clamp(min=-self.clip_qkv, max=self.clip_qkv)
+    query, key, value = (
+        part.reshape(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+        for part in mixed_qkv.chunk(3, dim=2)
+    )
+    if cache is not None:
+        key, value = cache.update(key, value, self.layer_idx, kwargs=kwargs)
+    wide = torch.promote_types(query.dtype, torch.float32)
+    scores = query.to(wide) @ key.to(wide).transpose(-1, -2) * self.softmax_scale
+    if position_bias is not None:
+        queries = length if cache is None else length + cache.get_seq_length()
+        rows = max(0, position_bias.size(1) - queries)
+        columns = max(0, position_bias.size(2) - key.shape[-2])
+        scores = scores + position_bias[:, rows:, columns:]
+    visible = _visibility(None, scores)
+    if attention_mask is not None:
+        scores = scores.masked_fill(attention_mask, torch.finfo(query.dtype).min)
+        visible = ~attention_mask
+    mixed, probs = _attend(self, scores, value, visible, self.attn_dropout_p)
+    context = mixed.to(value.dtype).permute(0, 2, 1, 3).reshape(batch, length, -1)
+    return self.out_proj(context), probs.to(value.dtype)
 
 
 @contextmanager
 def hooked(model: torch.nn.Module, hook: Callable) -> Iterator[None]:
     """Run `model` with eager attention, calling `hook` on every layer's attention."""
-    handles = []
-    if _is_timm(model):
-        attentions = [block.attn for block in model.blocks]
+    adapter = adapter_for(model)
+    attentions = [layer.attention for layer in attention_layers(model)]
+    handles, restore = [], []
+    if adapter.eager == "interface":
+        previous = model.config._attn_implementation
+        model.set_attn_implementation(IMPLEMENTATION)
+        if model.config._attn_implementation != IMPLEMENTATION:  # it keeps its own eager path
+            raise UserError(
+                f"{type(model).__name__}: its attention cannot be hooked; {supported()}"
+            )
+        restore.append(lambda: model.set_attn_implementation(previous))
+        modules = list(model.modules())  # the attention function gets one of them
+    elif adapter.eager == "timm":
         fused = [attention.fused_attn for attention in attentions]
         for attention in attentions:
             attention.fused_attn = False
             handles += _timm_hooks(attention, hook)
-    else:
-        previous = model.config._attn_implementation
-        model.set_attn_implementation(IMPLEMENTATION)
-        modules = list(model.modules())  # the attention function gets one of them
-        for module in modules:
-            setattr(module, HOOK, hook)
+        restore += [lambda: _set_fused(attentions, fused)]
+        modules = []
+    elif adapter.eager == "bloom":
+        for attention in attentions:
+            handles += _bloom_hooks(attention, hook)
+        modules = []
+    else:  # mpt: its own forward, with the hook where the softmax is
+        for attention in attentions:
+            attention.forward = MethodType(_mpt_forward, attention)
+        restore.append(lambda: [delattr(attention, "forward") for attention in attentions])
+        modules = attentions
+    for module in modules:
+        setattr(module, HOOK, hook)
     try:
         yield
     finally:
         for handle in handles:
             handle.remove()
-        if _is_timm(model):
-            for attention, flag in zip(attentions, fused, strict=True):
-                attention.fused_attn = flag
-        else:
-            for module in modules:
-                delattr(module, HOOK)
-            model.set_attn_implementation(previous)
+        for module in modules:
+            delattr(module, HOOK)
+        for undo in restore:
+            undo()
+
+
+def _set_fused(attentions: list, flags: list) -> None:
+    for attention, flag in zip(attentions, flags, strict=True):
+        attention.fused_attn = flag
 
 
 def forward(model: torch.nn.Module, inputs: dict, **kwargs):

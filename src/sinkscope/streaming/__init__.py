@@ -2,9 +2,10 @@
 
 Usable with any Hugging Face causal LM (RoPE or not), outside the pipeline:
 
-    from sinkscope.streaming import StreamingLM, nll_fast, parse
+    from sinkscope.streaming import SinkCache, StreamingLM, nll_fast, parse
     nll = nll_fast(model, ids, parse("4+1020"))      # per-token NLL, StreamingLLM cache
     lm = StreamingLM(model, parse("4+1020"))         # token-by-token, bounded memory
+    model.generate(ids, cache=SinkCache(model, parse("4+1020")))  # transformers' generate
 """
 
 from importlib import import_module
@@ -13,6 +14,7 @@ from importlib import import_module
 # `policies.PARTS`) does not import torch
 _EXPORTS = {
     "Policy": "policies",
+    "SinkCache": "sink_cache",
     "StreamingLM": "cache",
     "nll_fast": "evaluate",
     "nll_fast_many": "evaluate",

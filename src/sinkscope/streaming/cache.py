@@ -1,7 +1,8 @@
 """A bounded KV cache under a policy, for any Hugging Face causal LM (transformers 5).
 
 `StreamingLM(model, policy)` feeds a stream one token at a time. Its cache keeps the keys
-before RoPE and re-applies RoPE by cache position at every step (positions by cache order);
+before RoPE and re-applies RoPE by cache position at every step (positions by cache order; an
+ALiBi model gets its bias by distance in cache order, positions.py);
 after each step it evicts what the policy drops, so memory stays bounded however long the
 stream. The model is called through its ordinary forward with two hooks of the Cache API:
 the `cache` object (whose `update` stores the new key and returns the keys at their cache
@@ -15,7 +16,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..errors import UserError
 from .policies import Policy
+from .positions import Scheme, architecture
 from .rope import Rotary
 
 
@@ -52,6 +55,52 @@ def mask_argument(
         kind: additive(visible_by_window[window], dtype)
         for kind, window in dict(zip(layer_types, windows, strict=True)).items()
     }
+
+
+PROBE_SHIFT = 37  # positions by which the rotation check moves its probe
+
+
+def checked_scheme(model: torch.nn.Module) -> Scheme:
+    """The model's positional scheme, its RoPE checked on the model itself: the keys of a short
+    probe, read at positions 0, 1, ... and PROBE_SHIFT further, are equal once each is rotated
+    back by its position, in every layer. A model whose keys do not follow the rotation the
+    cache applies (another pairing, RoPE in other layers, positions added elsewhere), or whose
+    forward does not take the cache, is refused by a UserError naming its architecture."""
+    scheme = Scheme.of(model)
+    if not scheme.rotary:
+        return scheme
+    name = architecture(model)
+    windows, layer_types = layer_windows(model)
+    device, dtype = next(model.parameters()).device, next(model.parameters()).dtype
+    n = 6
+    ids = (torch.arange(n) * 7) % (model.config.get_text_config().vocab_size - 1) + 1
+    causal = torch.ones(n, n, dtype=torch.bool, device=device).tril()
+    mask = mask_argument(dict.fromkeys(set(windows), causal), windows, layer_types, dtype)
+    stores = []
+    for shift in (0, PROBE_SHIFT):
+        store, positions = KVStore(len(windows)), torch.arange(n) + shift
+        try:
+            with torch.no_grad():
+                model(input_ids=ids[None].to(device), position_ids=positions[None].to(device),
+                      attention_mask=mask, cache=_PrefillCache(store, scheme.rotary, positions),
+                      use_cache=True)  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - any failure of a foreign forward is refused
+            raise UserError(
+                f"{name}: its forward does not take the streaming cache "
+                f"({type(error).__name__}: {error}); the streaming evaluation does not support it"
+            ) from error
+        stores.append(store)
+    tol = max(1e-4, 16 * torch.finfo(dtype).eps)
+    for layer, (a, b) in enumerate(zip(*(store.keys for store in stores), strict=True)):
+        if a is None or b is None or a.shape != b.shape:
+            raise UserError(f"{name}: layer {layer} keeps no keys the streaming cache can hold")
+        scale = max(1.0, a.float().abs().max().item())
+        if (a.float() - b.float()).abs().max().item() > tol * scale:
+            raise UserError(
+                f"{name}: the keys of layer {layer} do not follow the RoPE the streaming cache "
+                "re-rotates; the streaming evaluation does not support this architecture"
+            )
+    return scheme
 
 
 @dataclass
@@ -113,10 +162,10 @@ class _StepCache:
 
 
 class _PrefillCache:
-    """The `cache` of one causal pass over the first tokens, at positions 0, 1, ..."""
+    """The `cache` of one causal pass over the first tokens, at the given positions."""
 
-    def __init__(self, store: KVStore, rotary: Rotary, n: int):
-        self.store, self.unrotate = store, rotary.by(-torch.arange(n))
+    def __init__(self, store: KVStore, rotary: Rotary, positions: torch.Tensor):
+        self.store, self.unrotate = store, rotary.by(-positions)
 
     def update(self, keys: torch.Tensor, values: torch.Tensor, layer: int, *args, **kwargs):
         self.store.append(layer, self.unrotate(keys, layer), values)
@@ -135,7 +184,8 @@ class StreamingLM:
 
     def __init__(self, model: torch.nn.Module, policy: Policy):
         self.model, self.policy = model, policy
-        self.rotary = Rotary.of(model)
+        self.scheme = checked_scheme(model)
+        self.rotary = self.scheme.rotary
         self.windows, self.layer_types = layer_windows(model)
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
@@ -158,13 +208,14 @@ class StreamingLM:
             n, device=self.device
         )
         visible = {w: (distance >= 0) & (distance < w if w else True) for w in set(self.windows)}
-        logits = self.model(
-            input_ids=ids[None].to(self.device),
-            position_ids=torch.arange(n, device=self.device)[None],
-            attention_mask=mask_argument(visible, self.windows, self.layer_types, self.dtype),
-            cache=_PrefillCache(self.store, self.rotary, n),
-            use_cache=True,
-        ).logits[0]
+        with self.scheme.bias(distance):
+            logits = self.model(
+                input_ids=ids[None].to(self.device),
+                position_ids=torch.arange(n, device=self.device)[None],
+                attention_mask=mask_argument(visible, self.windows, self.layer_types, self.dtype),
+                cache=_PrefillCache(self.store, self.rotary, torch.arange(n)),
+                use_cache=True,
+            ).logits[0]
         self.store.index = torch.arange(n)
         return logits
 
@@ -186,13 +237,14 @@ class StreamingLM:
         visible = {w: (distance < w if w else distance >= 0)[None] for w in set(self.windows)}
         mask = mask_argument(visible, self.windows, self.layer_types, self.dtype)
         cache = _StepCache(self.store, self.rotary, m)
-        logits = self.model(
-            input_ids=torch.tensor([[token]], device=self.device),
-            position_ids=torch.tensor([[m - 1]], device=self.device),
-            attention_mask=mask,
-            cache=cache,
-            use_cache=True,
-        ).logits[0, -1]
+        with self.scheme.bias(distance[None]):
+            logits = self.model(
+                input_ids=torch.tensor([[token]], device=self.device),
+                position_ids=torch.tensor([[m - 1]], device=self.device),
+                attention_mask=mask,
+                cache=cache,
+                use_cache=True,
+            ).logits[0, -1]
         self.store.index = kept
         self.attended = sum(cache.attended)
         return logits

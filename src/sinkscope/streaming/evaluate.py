@@ -21,8 +21,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .cache import KVStore, StreamingLM, layer_windows, mask_argument
+from ..errors import UserError
+from .cache import KVStore, StreamingLM, checked_scheme, layer_windows, mask_argument
 from .policies import Policy
+from .positions import architecture
 from .rope import Rotary
 
 
@@ -44,7 +46,8 @@ class _Chunk:
     Per layer the keys are: copies of sink keys (one per query and sink, at that query's
     cache positions), then stored keys (at shared positions), then the chunk's own keys.
     `keep[window]` holds the copies and stored keys some query sees in a layer with that
-    sliding window (None: full attention); `visible[window]` is the (queries, kept keys) mask.
+    sliding window (None: full attention); `visible[window]` is the (queries, kept keys) mask
+    and `distance[window]` how far before each query each key sits in its cache (ALiBi's bias).
     """
 
     chunk_pos: torch.Tensor
@@ -54,6 +57,7 @@ class _Chunk:
     copy_pos: torch.Tensor
     keep: dict[int | None, tuple[torch.Tensor, torch.Tensor]]
     visible: dict[int | None, torch.Tensor]
+    distance: dict[int | None, torch.Tensor]
 
 
 def _chunk(
@@ -75,7 +79,7 @@ def _chunk(
     t = queries[:, None]
     sees_copy = sink_of_copy < n_sinks[query_of_copy]
     sees_shared = (keys >= first[:, None]) & (keys <= t)
-    keep, visible = {}, {}
+    keep, visible, distance = {}, {}, {}
     for window in set(windows):
         copy_ok, shared_ok = sees_copy, sees_shared
         if window:
@@ -87,30 +91,38 @@ def _chunk(
         own_copy = query_of_copy[copies][None, :] == torch.arange(b - a)[:, None]
         keep[window] = (copies, kept)
         visible[window] = torch.cat((own_copy, old[:, kept], shared_ok[:, len(stored) :]), 1)
-    return _Chunk(chunk_pos, shared_pos, s_max, sink_of_copy, copy_pos, keep, visible)
+        to_copies = last[:, None] - sink_of_copy[copies][None, :]
+        distance[window] = torch.cat((to_copies, t - keys[:, kept], t - keys[:, len(stored) :]), 1)
+    return _Chunk(chunk_pos, shared_pos, s_max, sink_of_copy, copy_pos, keep, visible, distance)
 
 
 class _Head:
     """Next-token NLL from a causal LM's last hidden states, read through its LM head one
     vocabulary block at a time, so the (queries, vocabulary) logits are never materialised.
 
-    `check` compares the model's own logits of one query with this reading (final logit
-    soft-capping included), so a model whose head does more than that fails loudly.
+    `check` compares the model's own logits of one query with this reading (a final logit scale,
+    Cohere's, and soft-capping, Gemma's, included), so a model whose head does more than that is
+    refused, naming its architecture.
     """
 
     def __init__(self, model: torch.nn.Module, block: int = 8192):
         head = model.get_output_embeddings()
         self.weight, self.bias, self.block = head.weight, head.bias, block
-        self.cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+        config = model.config.get_text_config()
+        self.scale = getattr(config, "logit_scale", None)
+        self.cap = getattr(config, "final_logit_softcapping", None)
+        self.name = architecture(model)
 
-    def capped(self, z: torch.Tensor) -> torch.Tensor:
+    def finish(self, z: torch.Tensor) -> torch.Tensor:
+        """The model's logits from its LM head's output: scaled, then soft-capped."""
         z = z.float()
+        z = z if self.scale is None else z * self.scale
         return z if self.cap is None else self.cap * torch.tanh(z / self.cap)
 
     def logits(self, hidden: torch.Tensor, rows: slice) -> torch.Tensor:
         """Logits in fp32 (at least), whatever the model's dtype."""
         bias = None if self.bias is None else self.bias[rows].float()
-        return self.capped(F.linear(hidden.float(), self.weight[rows].float(), bias))
+        return self.finish(F.linear(hidden.float(), self.weight[rows].float(), bias))
 
     def check(self, hidden: torch.Tensor, model_logits: torch.Tensor) -> None:
         """Up to the rounding of the model's own (half precision) logits."""
@@ -118,7 +130,10 @@ class _Head:
         tol = max(1e-4, 4 * torch.finfo(model_logits.dtype).eps)
         scale = max(1.0, model_logits.float().abs().max().item())
         if not torch.allclose(mine, model_logits.float(), rtol=tol, atol=tol * scale):
-            raise RuntimeError("the model's logits are not its LM head on its last hidden state")
+            raise UserError(
+                f"{self.name}: its logits are not its LM head on its last hidden state (with a "
+                "logit scale and soft-capping); the streaming evaluation cannot score it"
+            )
 
     def nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """-log softmax(logits)[target] per row of `hidden` (rows, dim)."""
@@ -134,7 +149,7 @@ class _Head:
         target = (hidden.float() * self.weight[targets].float()).sum(1)
         if self.bias is not None:
             target = target + self.bias[targets].float()
-        return top + total.log() - self.capped(target)
+        return top + total.log() - self.finish(target)
 
 
 class _ChunkCache:
@@ -179,8 +194,11 @@ class _Scorer:
 
     def __init__(self, model: torch.nn.Module, ids: torch.Tensor, chunk: int):
         self.model, self.ids, self.chunk = model, ids, chunk
-        self.rotary = Rotary.of(model)
+        self.scheme = checked_scheme(model)
+        self.rotary = self.scheme.rotary
         self.windows, self.layer_types = layer_windows(model)
+        if self.scheme.alibi is not None and len(set(self.windows)) > 1:  # one bias for all
+            raise UserError(f"{architecture(model)}: ALiBi with per-layer sliding windows")
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.head = _Head(model)
@@ -194,15 +212,18 @@ class _Scorer:
             layout = _chunk(policy, store.index, a, b, self.windows, bool(self.rotary))
             visible = {w: v.to(device) for w, v in layout.visible.items()}
             cache = _ChunkCache(store, self.rotary, self.windows, layout, device)
-            output = self.model(
-                input_ids=ids[a:b][None].to(device),
-                position_ids=layout.chunk_pos[None].to(device),
-                attention_mask=mask_argument(visible, self.windows, self.layer_types, self.dtype),
-                cache=cache,
-                use_cache=True,
-                output_hidden_states=True,
-                logits_to_keep=1 if a == 0 else torch.zeros(0, dtype=torch.long, device=device),
-            )
+            with self.scheme.bias(layout.distance[self.windows[0]].to(device)):
+                output = self.model(
+                    input_ids=ids[a:b][None].to(device),
+                    position_ids=layout.chunk_pos[None].to(device),
+                    attention_mask=mask_argument(
+                        visible, self.windows, self.layer_types, self.dtype
+                    ),
+                    cache=cache,
+                    use_cache=True,
+                    output_hidden_states=True,
+                    logits_to_keep=1 if a == 0 else torch.zeros(0, dtype=torch.long, device=device),
+                )
             hidden = output.hidden_states[-1][0]
             if a == 0:
                 self.head.check(hidden[-1], output.logits[0, -1])

@@ -1,0 +1,177 @@
+"""Every architecture transformers ships with a causal-LM class or a vision model is either read
+exactly or refused by name.
+
+For each model type of transformers' own registry (`tiny_models`), a tiny random model runs with
+its eager attention (`output_attentions=True`) and again under `hooked`: the logits (vision: the
+last hidden state) and every layer's probabilities must agree within 1e-5, the hook must see
+each attention layer once, and W_Q, W_K, W_O must have the shapes of the model's heads; a model
+type without an adapter must be refused by a UserError that names it. A type whose tiny model
+transformers cannot build or run eagerly from its default config is skipped with the reason.
+The whole registry takes about two minutes (heavy); the architectures the papers and the users
+name most run in the fast tier.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import transformers
+from tiny_models import (
+    Unbuildable,
+    causal_lm_types,
+    image_inputs,
+    text_inputs,
+    tiny_causal_lm,
+    tiny_vision_model,
+    vision_types,
+)
+
+from sinkscope.errors import UserError
+from sinkscope.models.attention import attention_layers, hooked, positional_scheme
+
+TOLERANCE = 1e-5
+NAMED = ["llama", "gpt_oss", "phi", "phi3", "falcon", "mpt", "opt", "bloom", "gpt2", "gpt_neox",
+         "glm4", "cohere2", "gemma3_text", "qwen3"]  # fmt: skip
+NAMED_VISION = ["vit", "deit", "clip_vision_model", "siglip_vision_model", "dinov2",
+                "dinov2_with_registers"]  # fmt: skip
+
+
+def exact_or_refused(model: torch.nn.Module, inputs: dict, model_type: str) -> str:
+    """'exact' if the hooked model reproduces the eager one, 'refused' if sinkscope refuses it
+    by name; fails otherwise."""
+    try:
+        layers = attention_layers(model)
+    except UserError as error:
+        assert f"'{model_type}'" in str(error) or type(model).__name__ in str(error)
+        assert "supported:" in str(error)
+        return "refused"
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            want = model(**inputs, output_attentions=True)
+        except Exception as error:  # noqa: BLE001 - the reference itself cannot run
+            pytest.skip(f"{model_type}: its eager forward fails ({type(error).__name__})")
+        seen = []
+
+        def identity(module, probs, values, visible, mixed):
+            seen.append(module)
+            return probs
+
+        with hooked(model, identity):
+            got = model(**inputs, output_attentions=True)
+    assert [id(m) for m in seen] == [id(layer.attention) for layer in layers], "hook calls"
+    key = "logits" if hasattr(want, "logits") else "last_hidden_state"
+    assert (getattr(got, key) - getattr(want, key)).abs().max() <= TOLERANCE, key
+    assert len(got.attentions) == len(want.attentions) == len(layers)
+    for index, (mine, theirs) in enumerate(zip(got.attentions, want.attentions, strict=True)):
+        assert (mine - theirs).abs().max() <= TOLERANCE, f"probabilities of layer {index}"
+    hidden = layers[0].w_out.shape[-1]
+    for layer in layers:
+        w_q, w_k = layer.qk_weights()
+        assert w_q.shape == w_k.shape and w_q.shape[:2] == (layer.w_out.shape[0], hidden)
+    assert positional_scheme(model).kind
+    return "exact"
+
+
+def built(build, model_type: str) -> torch.nn.Module:
+    try:
+        return build(model_type)
+    except Unbuildable as reason:
+        pytest.skip(str(reason))
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("model_type", causal_lm_types())
+def test_every_causal_lm_is_exact_or_refused(model_type, one_thread):
+    exact_or_refused(built(tiny_causal_lm, model_type), text_inputs(), model_type)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("model_type", vision_types())
+def test_every_vision_model_is_exact_or_refused(model_type, one_thread):
+    exact_or_refused(built(tiny_vision_model, model_type), image_inputs(), model_type)
+
+
+@pytest.mark.parametrize("model_type", NAMED)
+def test_named_causal_lms_are_exact(model_type, one_thread):
+    model = built(tiny_causal_lm, model_type)
+    assert exact_or_refused(model, text_inputs(), model_type) == "exact"
+
+
+@pytest.mark.parametrize("model_type", NAMED_VISION)
+def test_named_vision_models_are_exact(model_type, one_thread):
+    model = built(tiny_vision_model, model_type)
+    assert exact_or_refused(model, image_inputs(), model_type) == "exact"
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [{"alibi": True}, {"multi_query": True}, {"new_decoder_architecture": True, "num_kv_heads": 2},
+     {"parallel_attn": False, "bias": True}],
+)  # fmt: skip
+def test_falcon_layouts_are_exact(layout, one_thread):
+    """Falcon's three query_key_value layouts and its ALiBi variant."""
+    config = transformers.FalconConfig(
+        vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        **{"multi_query": False, **layout},
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.FalconForCausalLM._from_config(config, attn_implementation="eager").eval()
+    assert exact_or_refused(model, text_inputs(), "falcon") == "exact"
+    expected = "alibi" if layout.get("alibi") else "rope"
+    assert positional_scheme(model).kind == expected
+
+
+def test_strong_learned_sinks_change_the_attention_and_stay_exact(one_thread):
+    """Learned sink logits of 4.0: the probabilities of the real keys sum to well below one on
+    average, as in GPT-OSS's own eager attention, and the hooked model still reproduces it."""
+    model = built(tiny_causal_lm, "gpt_oss")
+    with torch.no_grad():
+        for layer in model.base_model.layers:
+            layer.self_attn.sinks.fill_(4.0)
+        probs = model(**text_inputs(), output_attentions=True).attentions
+    assert max(p.sum(-1).mean().item() for p in probs) < 0.9
+    assert exact_or_refused(model, text_inputs(), "gpt_oss") == "exact"
+    assert all(layer.sinks is not None for layer in attention_layers(model))
+
+
+def test_positional_schemes_are_read_from_the_model():
+    glm = positional_scheme(built(tiny_causal_lm, "glm4"))
+    assert (glm.kind, glm.rotary_fraction) == ("rope-interleaved", 0.5)
+    assert positional_scheme(built(tiny_causal_lm, "llama")).kind == "rope"
+    assert positional_scheme(built(tiny_causal_lm, "gpt_neox")).rotary_fraction == 0.25
+    assert positional_scheme(built(tiny_causal_lm, "mpt")).kind == "alibi"
+    assert positional_scheme(built(tiny_causal_lm, "bloom")).kind == "alibi"
+    assert positional_scheme(built(tiny_causal_lm, "gpt2")).kind == "learned"
+
+
+def test_atlas_refuses_an_unsupported_model_in_one_line(tmp_path, capsys, one_thread):
+    from sinkscope.cli import main
+
+    folder = tmp_path / "xglm"
+    built(tiny_causal_lm, "xglm").save_pretrained(folder)
+    assert main(["atlas", str(folder), "--out", str(tmp_path / "a"), "--inputs", "1"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "'xglm'" in error
+    assert error.startswith("sinkscope:") and "docs/your-model.md" in error
+
+
+def test_a_model_that_keeps_its_own_eager_path_is_refused(monkeypatch):
+    """GPT-Neo does not call transformers' AttentionInterface: an adapter that claimed it
+    would leave its attention unhooked, so `hooked` refuses it rather than extract nothing."""
+    from dataclasses import replace
+
+    from sinkscope.models import attention
+
+    claimed = replace(
+        attention.ADAPTERS[0], model_types=("gpt_neo",), layers="h", attention="attn.attention",
+        out="attn.attention.out_proj",
+    )  # fmt: skip
+    monkeypatch.setattr(attention, "ADAPTERS", (claimed,))
+    model = built(tiny_causal_lm, "gpt_neo")
+    refused = pytest.raises(UserError, match="GPTNeoForCausalLM: its attention cannot be hooked")
+    with refused, hooked(model, lambda module, probs, *rest: probs):
+        pass
+    assert model.config._attn_implementation == "eager"
