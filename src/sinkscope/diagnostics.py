@@ -315,17 +315,15 @@ def layer_head_maps(table: pd.DataFrame, value: str, label: str, vmax: float):
 
 
 def regime_panels(found: pd.DataFrame, models: list[str]):
-    """Per model, its sink events by value-norm ratio (log) and stable rank, coloured by layer,
-    with the NOP and Broadcast thresholds."""
+    """Per model with sink events, its events by value-norm ratio (log) and stable rank,
+    coloured by layer, with the NOP and Broadcast thresholds; the models without are named
+    below the panels."""
     from . import plotting
 
-    fig, axes = plotting.panels(len(models))
-    for ax, model in zip(axes, models, strict=True):
+    has_events = {model: bool((found.model == model).any()) for model in models}
+    fig, axes = plotting.panels_with_data(has_events, "no counted sink events")
+    for model, ax in axes.items():
         part = found[found.model == model]
-        if part.empty:
-            ax.set_title(model)
-            plotting.say_empty(ax, "no counted sink events")
-            continue
         points = ax.scatter(part.ratio_out, part.srank, c=part.layer, s=8, cmap="plasma")
         ax.axvline(metrics.NOP_MAX_RATIO, color="grey", ls="--", lw=0.8)
         ax.axvline(metrics.BROADCAST_MIN_RATIO, color="grey", ls=":", lw=0.8)

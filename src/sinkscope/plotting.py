@@ -6,6 +6,7 @@ import math
 import textwrap
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 
@@ -58,11 +59,48 @@ def panels(n: int, width: float = 4.2, height: float = 3.4, rows_per_panel: int 
     return fig, [stack[0] if rows_per_panel == 1 else stack for stack in stacks[:n]]
 
 
-def say_empty(ax, text: str) -> None:
-    """A panel with nothing to draw (e.g. a model without sink events) says so in its middle,
-    without the arbitrary ticks of empty axes; its title stays."""
-    ax.set(xticks=[], yticks=[], xlabel="", ylabel="")
-    ax.text(0.5, 0.5, textwrap.fill(text, 28), transform=ax.transAxes, ha="center", va="center")
+def panels_with_data(
+    has_data: dict[str, bool],
+    missing: str,
+    width: float = 4.2,
+    height: float = 3.4,
+    rows_per_panel: int = 1,
+):
+    """The one rule of every figure: a panel only for each name (a model, variant, class...) of
+    `has_data` whose value is true, laid out by `panels`; the names without data are named in
+    one line below the panels, after `missing` (e.g. "no counted sink events"). Where no name
+    has data, the figure is that line alone.
+
+    Returns the figure and {name: its panel (or stack of panels)} for the names with data, in
+    their order.
+    """
+    drawn = [name for name, found in has_data.items() if found]
+    absent = [name for name, found in has_data.items() if not found]
+    if not drawn:
+        use_style()
+        fig = plt.figure(figsize=(width, 1.2), layout="constrained")
+        fig.text(0.5, 0.5, _absent_line(missing, absent, width), ha="center", va="center")
+        return fig, {}
+    fig, axes = panels(len(drawn), width=width, height=height, rows_per_panel=rows_per_panel)
+    if absent:
+        ncols = -(-len(drawn) // -(-len(drawn) // PER_ROW))
+        fig.supxlabel(_absent_line(missing, absent, width * ncols), fontsize="small")
+    return fig, dict(zip(drawn, axes, strict=True))
+
+
+def _absent_line(missing: str, absent: list[str], inches: float) -> str:
+    """`missing: name, name, ...`, wrapped to a figure `inches` wide."""
+    return textwrap.fill(f"{missing}: {', '.join(absent)}", max(40, int(inches * 13)))
+
+
+def interval_bars(ax, x, value, low, high, **style):
+    """`value` at `x` with error bars from `low` to `high` (intervals the tables computed, never
+    computed here); a point whose interval is undecided (infinite or NaN bounds) is drawn
+    without a bar. Returns the errorbar container (for a legend)."""
+    value, low, high = (np.asarray(a, dtype=float) for a in (value, low, high))
+    below, above = value - low, high - value
+    below[~np.isfinite(below)], above[~np.isfinite(above)] = 0, 0
+    return ax.errorbar(x, value, yerr=[below, above], capsize=2, **style)
 
 
 def training_curves(ax, curves, runs: list[str], label: str | None, title: str) -> None:
@@ -116,3 +154,79 @@ def title(scale: str, exhibit: str, text: str, model: str | None = None, width: 
     characters (a long list of models would run off the figure)."""
     full = f"{exhibit}: {text}" + (f" ({model}, {scale} scale)" if model else f" ({scale} scale)")
     return textwrap.fill(full, width)
+
+
+def _text_boxes(fig) -> list[tuple[str, object]]:
+    """(what, window extent) of every visible, non-empty label, title, legend and free text of a
+    drawn figure, tick labels included (as "tick ...")."""
+    renderer = fig.canvas.get_renderer()
+    texts = [fig._suptitle, fig._supxlabel, fig._supylabel, *fig.texts]
+    found = [("figure text", t) for t in dict.fromkeys(t for t in texts if t is not None)]
+    boxes = [("legend", legend) for legend in fig.legends]
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        titles = [ax.title, ax._left_title, ax._right_title]
+        found += [("title", t) for t in titles]
+        found += [("axis label", ax.xaxis.label), ("axis label", ax.yaxis.label)]
+        found += [("text", t) for t in ax.texts]
+        ticks = [*ax.xaxis.get_ticklabels(which="both"), *ax.yaxis.get_ticklabels(which="both")]
+        found += [("tick", t) for t in ticks]
+        if ax.get_legend() is not None:
+            boxes.append(("legend", ax.get_legend()))
+    visible = [
+        (kind, text) for kind, text in found if text.get_visible() and text.get_text().strip()
+    ]
+    visible += [(kind, box) for kind, box in boxes if box.get_visible()]
+    return [
+        (
+            f"{kind} {getattr(artist, 'get_text', lambda: '')()!r}"[:80],
+            artist.get_window_extent(renderer),
+        )
+        for kind, artist in visible
+    ]
+
+
+def overlapping_text(fig, tolerance: float = 1.0) -> list[tuple[str, str]]:
+    """Pairs of text boxes of a figure (labels, titles, legends, free text, tick labels; not two
+    tick labels) whose window extents, as matplotlib draws them, overlap by more than
+    `tolerance` pixels each way. Draws the figure first."""
+    fig.draw_without_rendering()
+    boxes = _text_boxes(fig)
+    pairs = []
+    for i, (first, a) in enumerate(boxes):
+        for second, b in boxes[i + 1 :]:
+            if first.startswith("tick") and second.startswith("tick"):
+                continue
+            width = min(a.x1, b.x1) - max(a.x0, b.x0)
+            height = min(a.y1, b.y1) - max(a.y0, b.y0)
+            if width > tolerance and height > tolerance:
+                pairs.append((first, second))
+    return pairs
+
+
+def _draws_data(ax) -> bool:
+    """Whether an axes draws data: a line in data coordinates with a finite point, a non-empty
+    collection, a patch (e.g. a bar) or an image. Reference lines (axhline, axvline) and text
+    are not data."""
+    import numpy as np
+
+    for line in ax.lines:
+        if line.get_transform().contains_branch(ax.transData):
+            x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+            if np.isfinite(x).any() and np.isfinite(y).any():
+                return True
+    collections = any(
+        len(c.get_offsets()) or len(c.get_paths()) for c in ax.collections if c.get_visible()
+    )
+    return bool(collections or ax.patches or ax.images or ax.tables)
+
+
+def empty_axes(fig) -> list[str]:
+    """The titles (or positions) of the visible axes of a figure that draw no data (colour
+    bars aside)."""
+    return [
+        ax.get_title() or f"axes {i}"
+        for i, ax in enumerate(fig.axes)
+        if ax.get_visible() and not hasattr(ax, "_colorbar") and not _draws_data(ax)
+    ]

@@ -397,7 +397,7 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="S3",
             title="streaming perplexity under cache policies",
-            tables=("ppl", "curve", "blocks"),
+            tables=("ppl", "curve", "blocks", "recomputed"),
             inputs=lambda plan: {"nll": _nll_files(plan)},
             table_settings={
                 "bin_tokens": "streaming.ppl.bin_tokens",
@@ -505,7 +505,7 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="S8",
             title="high-norm tokens with and without registers",
-            tables=("shares", "images", "histogram", "maps"),
+            tables=("shares", "images", "outliers", "histogram", "maps"),
             inputs=lambda plan: {
                 "norms": _per_model(Plan.s8_pairs, "results/mitigation/norms/{model}.parquet")(
                     plan
