@@ -302,9 +302,9 @@ def layer_head_maps(table: pd.DataFrame, value: str, label: str, vmax: float):
     """Per model, a map of `value` over layers and heads (colour scale 0 to `vmax`)."""
     from . import plotting
 
-    models = models_in(table)
-    fig, axes = plotting.panels(len(models))
-    for ax, model in zip(axes, models, strict=True):
+    has_data = {m: bool(p[value].notna().any()) for m, p in table.groupby("model", sort=False)}
+    fig, axes = plotting.panels_with_data(has_data, f"no {label}")
+    for model, ax in axes.items():
         grid = table[table.model == model].pivot(index="layer", columns="head", values=value)
         image = ax.imshow(
             grid.to_numpy(), aspect="auto", origin="lower", cmap="viridis", vmin=0, vmax=vmax

@@ -57,9 +57,11 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     table, histogram = tables["table"], tables["histogram"]
-    models = dx.models_in(table)
-    fig, panels = plotting.panels(len(models), height=3.0, rows_per_panel=2)
-    for (ax, ax_share), model in zip(panels, models, strict=True):
+    has_data = {m: bool((histogram.model == m).any()) for m in dx.models_in(table)}
+    fig, panels = plotting.panels_with_data(
+        has_data, "no cosine histogram", height=3.0, rows_per_panel=2
+    )
+    for model, (ax, ax_share) in panels.items():
         grid = histogram[histogram.model == model].pivot(
             index="bin_low", columns="layer", values="count"
         )
@@ -76,7 +78,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax_share.plot(summary.layer, summary.nonpositive_share, "o-")
         ax_share.axhline(0.5, color="grey", ls="--", lw=0.8)
         ax_share.set(xlabel="layer", ylabel="share with cos <= 0", ylim=(0, 1))
-    fig.suptitle(plotting.title(settings["scale"], "D1", settings["title"], ", ".join(models)))
+    fig.suptitle(plotting.title(settings["scale"], "D1", settings["title"]))
     return fig
 
 

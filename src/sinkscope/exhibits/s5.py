@@ -115,9 +115,8 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     ax_s.set(yscale="log", xlabel="cache size (tokens)", ylabel="speedup (x)")
     ax_s.set_title(textwrap.fill(shown, 60), fontsize=8)
     ax_s.legend(fontsize=7)
-    models = ", ".join(dict.fromkeys(summary.model))
     text = f"{settings['title']} (median of repeats)"
-    fig.suptitle(plotting.title(settings["scale"], "S5", text, models))
+    fig.suptitle(plotting.title(settings["scale"], "S5", text))
     return fig
 
 

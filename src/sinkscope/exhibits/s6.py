@@ -65,15 +65,25 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
-    table, history = tables["ppl"], tables["history"]
-    fig, (ax_l, ax_p, ax_share, ax_rate) = plotting.figure(ncols=4, width=4.2)
+    table, history, found = tables["ppl"], tables["history"], tables["emergence"]
+    emergence = {
+        column: f"Emergence: {label.split(' (')[0]}"
+        for column, (label, _) in EMERGENCE_PANELS.items()
+    }
+    has_data = {PRETRAINING: True, STREAMING: True} | {
+        t: not found.empty for t in emergence.values()
+    }
+    fig, axes = plotting.panels_with_data(
+        has_data, "no sinks measured during training (streaming.pretrain.emergence)", width=4.2
+    )
+    ax_l, ax_p = axes[PRETRAINING], axes[STREAMING]
     for variant, part in history.groupby("variant", sort=False):
         smooth = part.loss.rolling(20, min_periods=1).mean()
         ax_l.plot(part.step, smooth, label=variant)
     ax_l.set(
         xlabel="training step",
         ylabel="loss (nats per byte, rolling mean)",
-        title="Pretraining (same budget)",
+        title=PRETRAINING,
     )
     ax_l.legend(fontsize=7)
     for variant, part in table.groupby("variant", sort=False):
@@ -83,37 +93,37 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         yscale="log",
         xlabel="initial tokens kept",
         ylabel="streaming PPL (per byte)",
-        title="Streaming on held-out text",
+        title=STREAMING,
     )
     ax_p.legend(fontsize=7)
-    _emergence_panels(ax_share, ax_rate, tables["emergence"])
+    for column, name in emergence.items():
+        if name in axes:
+            _emergence_panel(axes[name], found, column)
+            axes[name].set_title(name)
     title = plotting.title(settings["scale"], "S6", settings["title"], "byte-level Llama")
     fig.suptitle(title)
     return fig
 
 
-def _emergence_panels(ax_share, ax_rate, found: pd.DataFrame) -> None:
-    """The first token's attention share and the sink rate of each variant over the tokens seen
-    in training, with the thresholds of S7's control: a head sinks above a share of
-    SINK_RATE_EPS (Gu et al.), and the vanilla LM's sink rate must exceed 0."""
-    from .. import plotting
+PRETRAINING, STREAMING = "Pretraining (same budget)", "Streaming on held-out text"
+# the first token's attention share and the sink rate over training, with the thresholds of
+# S7's control: a head sinks above a share of SINK_RATE_EPS (Gu et al.), and the vanilla LM's
+# sink rate must exceed 0
+EMERGENCE_PANELS = {
+    "first_token_mass": ("first-token attention share", SINK_RATE_EPS),
+    "first_token_sink_rate": ("sink rate (% of heads, layers)", 0.0),
+}
 
-    panels = {
-        ax_share: ("first_token_mass", "first-token attention share", SINK_RATE_EPS),
-        ax_rate: ("first_token_sink_rate", "sink rate (% of heads, layers)", 0.0),
-    }
-    for ax, (column, label, threshold) in panels.items():
-        ax.set_title(f"Emergence: {label.split(' (')[0]}")
-        if found.empty:
-            plotting.say_empty(
-                ax, "no sinks measured during training (streaming.pretrain.emergence)"
-            )
-            continue
-        for variant, part in found.groupby("variant", sort=False):
-            ax.plot(part.tokens / 1e3, part[column], "o-", ms=3, label=variant)
-        ax.axhline(threshold, ls=":", c="gray", label=f"control threshold {threshold:g}")
-        ax.set(xlabel="tokens (bytes) seen in training, thousands", ylabel=label)
-        ax.legend(fontsize=7)
+
+def _emergence_panel(ax, found: pd.DataFrame, column: str) -> None:
+    """One of `EMERGENCE_PANELS` for each variant over the tokens seen in training, with its
+    threshold."""
+    label, threshold = EMERGENCE_PANELS[column]
+    for variant, part in found.groupby("variant", sort=False):
+        ax.plot(part.tokens / 1e3, part[column], "o-", ms=3, label=variant)
+    ax.axhline(threshold, ls=":", c="gray", label=f"control threshold {threshold:g}")
+    ax.set(xlabel="tokens (bytes) seen in training, thousands", ylabel=label)
+    ax.legend(fontsize=7)
 
 
 # The exhibit's prose, rendered by `python -m sinkscope.docs`

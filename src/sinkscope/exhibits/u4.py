@@ -93,8 +93,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
     table = tables["table"]
     fig = dx.layer_head_maps(table, "pct_relaxed", "% of inputs with a sink event", vmax=100)
-    names = ", ".join(dx.models_in(table))
-    fig.suptitle(plotting.title(settings["scale"], "U4", settings["title"], names))
+    fig.suptitle(plotting.title(settings["scale"], "U4", settings["title"]))
     return fig
 
 
