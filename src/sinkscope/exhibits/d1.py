@@ -102,6 +102,7 @@ Gu et al. 2024 (`metrics.SINK_RATE_EPS`).
 
 CAPTION = r"""
 **D1, half-space condition.** Top: the distribution of cos(h_first, h_t) over the other tokens t,
-per layer (hidden state entering the layer). Bottom: the share of tokens with a non-positive
-cosine; the Sink-vs-diagonal paper predicts it to be high in the middle layers.
+per layer (hidden state entering the layer). Bottom: the share of tokens with a non-positive cosine;
+the Sink-vs-diagonal paper predicts it to be high in the middle layers. Models without a histogram
+get no panel; the line below the panels names them.
 """

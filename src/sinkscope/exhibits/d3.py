@@ -217,5 +217,6 @@ CAPTION = r"""
 right) against the change of mean pairwise token cosine that the head's update causes. Bottom:
 token similarity per layer as trained, with the sink heads' attention replaced by uniform
 attention over the visible keys, and with as many random other heads made uniform (the negative
-control, mean over its seeded draws).
+control, mean over its seeded draws). Models without heads past the first layer get no panel;
+the line below the panels names them.
 """

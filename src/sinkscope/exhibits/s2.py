@@ -102,5 +102,6 @@ CAPTION = r"""
 of the first token (alpha, averaged over the queries that see it and over the text windows) per
 layer and head; a head is a sink head in a window when its alpha exceeds 0.3 (Gu et al.).
 StreamingLLM reports that in Llama-2 all layers beyond the bottom two concentrate their attention
-on the initial tokens.
+on the initial tokens. Models without a value get no panel; the line below the panels names
+them.
 """

@@ -230,8 +230,14 @@ positions) of each pretrained LM streamed over long text (default: the Austen co
 PG19) with a cache of C tokens: window attention (0+C), StreamingLLM (4 initial + C-4 recent,
 positions by cache order, RoPE re-applied), the same with 4 newline tokens in place of the
 initial tokens (nl+), the full cache (first tokens only) and the sliding window with
-re-computation (dots: scored every n-th position). The dotted line marks C: before it every
-policy keeps every token, and the claims are read after it. Legend: PPL of each condition over
-its own positions (the paper's metric). Computed by the exact chunked evaluation (equal to the
+re-computation (squares, dashed: scored every
+{{ snakemake.config.streaming.ppl.recompute_every }}-th position, marked by ticks at the
+bottom), all in the same bins of {{ snakemake.config.streaming.ppl.bin_tokens }} positions
+counted from C + 1. Error bars: 95 % bootstrap intervals over the bin's blocks of
+{{ snakemake.config.streaming.ppl.block_tokens }} positions, the resampling of the claims (none
+for a bin of one block). The dotted line marks C: before it every policy keeps every token, and
+the claims are read after it. Legend: PPL of each condition over its positions after the first C
+with the same bootstrap interval; the paper's metric, over all positions, is in
+``results/S3/ppl.parquet``. Computed by the exact chunked evaluation (equal to the
 token-by-token loop within 1e-4 NLL, tests/test_streaming.py).
 """

@@ -189,5 +189,6 @@ after the cache starts to evict); and the sinks as they emerge in training, meas
 {{ snakemake.config.streaming.pretrain.emergence.every }} steps on
 {{ snakemake.config.streaming.pretrain.emergence.windows }} held-out windows: the first token's
 attention share and the sink rate over the tokens seen, with the thresholds of S7's control
-(dotted; ``results/S6/emergence.parquet``).
+(dotted; ``results/S6/emergence.parquet``). Where training logged no emergence, its panels are
+left out and named below the others.
 """

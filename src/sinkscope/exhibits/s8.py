@@ -368,10 +368,11 @@ control; the trained pairs' training is in U9's `U9.baseline_images_seen`.
 
 CAPTION = r"""
 **S8, high-norm tokens.** Norms of the patch tokens at the output of the last layer, for ViTs
-without and with registers (default scale: the trained variants, every seed; paper scale:
-DINOv2 ViT-g and ViT-g with registers), with the outlier threshold (dashed; default: 3x the
-model's median patch norm, paper scale: 150). The bar panel gives the share of patch tokens
-above it; the paper finds about 2 % outliers without registers and none with them. Bottom:
-held-out images and the attention of the last layer's CLS query over the patches (mean over
-heads), without and with registers.
+without and with registers (default scale: the trained variants, every seed; paper scale: DINOv2
+ViT-g and ViT-g with registers), with the outlier threshold (dashed; default: 3x the model's median
+patch norm, paper scale: 150). The bar panel gives the share of patch tokens above it (per image,
+mean over seeds) with the interval of ``S8.outlier_share``: bootstrapped over the images, or the
+exact Poisson bound where no token is above; the paper finds about 2 % outliers without registers
+and none with them. Bottom: held-out images and the attention of the last layer's CLS query over the
+patches (mean over heads), without and with registers, and the CLS attention the registers take.
 """

@@ -284,13 +284,14 @@ CAPTION = r"""
 head each, bias-free projections, LayerNorms and a 4d GELU MLP with biases, a learned positional
 embedding at the first layer's input, bidirectional) learn y_i = x_i + alpha x_{j*} R with j* =
 argmax_j <x_j, u> (AdamW lr {{ snakemake.config.toys.U2.train.lr }}, weight decay
-{{ snakemake.config.toys.U2.train.weight_decay }}, batch
-{{ snakemake.config.toys.U2.train.batch }}, {{ snakemake.config.toys.U2.train.steps }} steps) over
-{{ snakemake.config.toys.U2.n_seeds }} seeds. Per layer and seed: max inflow max_s mean_i A_is,
-projected value-norm ratio at j*, stable rank of the head update (dotted lines: the NOP and
-Broadcast bounds of the shared metrics), the evaluation MSE during training, and the convergence
-control over training: each seed's late fall as if training had ended at each logged step, their
-mean and its interval, against the 5 % threshold (``results/U2/emergence.parquet``).
-``results/U2/seeds.parquet`` is the paper's table: task MSE and the max inflow of layers 1 and 2
-per seed, and their mean. The hub is the layer with the larger attention to j*.
+{{ snakemake.config.toys.U2.train.weight_decay }}, batch {{ snakemake.config.toys.U2.train.batch }},
+{{ snakemake.config.toys.U2.train.steps }} steps) over {{ snakemake.config.toys.U2.n_seeds }} seeds.
+Per layer and seed: max inflow max_s mean_i A_is, projected value-norm ratio at j*, stable rank of
+the head update (dotted lines: the NOP and Broadcast bounds of the shared metrics), the evaluation
+MSE during training, and the convergence control over training: each seed's late fall as if training
+had ended at each logged step, their mean and its interval, against the 5 % threshold
+(``results/U2/emergence.parquet``). ``results/U2/seeds.parquet`` is the paper's table: task MSE and
+the max inflow of layers 1 and 2 per seed, and their mean. The hub is the layer with the larger
+attention to j*. A panel without data (e.g. too few logged steps for the convergence control) is
+left out and named below the panels.
 """

@@ -158,7 +158,8 @@ they cluster in heads and images, so it is narrower than an interval over the im
 """
 
 CAPTION = r"""
-**U3, layer transitions.** Sink events (relaxed rule) per input and layer, split by where the
-sink sits: the first token (BOS or CLS), a register, or another token (a patch in ViTs). The
-paper finds CLS sinks in early layers of pretrained ViTs and specific patch tokens deeper.
+**U3, layer transitions.** Sink events (relaxed rule) per input and layer, split by where the sink
+sits: the first token (BOS or CLS), a register, or another token (a patch in ViTs). The paper finds
+CLS sinks in early layers of pretrained ViTs and specific patch tokens deeper. One panel per model
+with counted sink events; the line below the panels names the models without.
 """

@@ -120,5 +120,5 @@ inputs say nothing beside a head that does too.
 CAPTION = r"""
 **U4, head specialization.** Per layer and head, the percentage of inputs on which the head has a
 sink event (relaxed rule). The paper finds heads with sinks on ~80 % of inputs next to heads
-without.
+without. Models without a value get no panel; the line below the panels names them.
 """

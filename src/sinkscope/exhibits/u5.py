@@ -127,5 +127,6 @@ CAPTION = r"""
 **U5, dual regimes.** Every sink event on the axes value-norm ratio (||W_O v_s|| over the mean of
 the other tokens) and stable rank of the head update, coloured by depth; dashed line: NOP
 (ratio <= 0.2); dotted: Broadcast (ratio >= 0.5 and stable rank <= 1.5). Counts per class and
-depth band are in results/U5/counts.parquet.
+depth band are in results/U5/counts.parquet. One panel per model with counted sink events;
+the line below the panels names the models without.
 """

@@ -73,5 +73,6 @@ least the paper's 0.45 sink events per image (see U3).
 
 CAPTION = r"""
 **U6, sinks on registers.** Sink events located on register tokens, on the axes of U5, for the
-models with registers. The paper finds them mostly NOP.
+models with registers. The paper finds them mostly NOP. One panel per model with register sink
+events; the line below the panels names the models without.
 """

@@ -406,12 +406,14 @@ interval above 0).
 CAPTION = r"""
 **U9, mitigation mechanism.** Sink events (relaxed rule, counted layers) per image for each
 trained variant, by class (NOP: value-norm ratio <= 0.2; Broadcast: ratio >= 0.5 and stable
-rank <= 1.5; other) and by where the sink sits (CLS, register, patch), mean over seeds with the
-standard deviation of the total. The class uses the pre-gate head update A V W_O. The paper:
+rank <= 1.5; other) and by where the sink sits (CLS, register, patch), mean over seeds; the
+error bar is the exact Poisson 95 % interval of the total pooled over seeds and images, the
+interval of the claims. The class uses the pre-gate head update A V W_O. The paper:
 gating removes NOP sinks, registers take the broadcast sinks; baseline Broadcast / NOP 0.09 /
 0.25 per image. Bottom row: the sink events per image on
 {{ snakemake.config.mitigation.train.emergence_images }} held-out images at each log step of
-training (mean over seeds), with the rates U3-U5's controls need (dotted).
+training (mean over seeds), with the rates U3-U5's controls need (dotted). A class or count
+with no event in any variant (or at any step) gets no panel; the line below the panels names it.
 ``results/U9/reference.parquet`` counts the same events as the reference code does (raw
 value-norm ratio alone, no stable-rank condition) beside the pipeline's classes.
 """
