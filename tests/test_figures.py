@@ -38,6 +38,17 @@ def test_overlapping_text_passes_a_clean_figure():
     assert plotting.overlapping_text(fig) == []
 
 
+def test_text_off_the_figure_finds_a_title_wider_than_the_figure():
+    fig, ax = plotting.figure()
+    ax.plot([0, 1], [0, 1])
+    fig.suptitle("a title far too long for a figure of one small panel, " * 2)
+    assert plotting.text_off_the_figure(fig)
+    fig.suptitle("")
+    plotting.suptitle(fig, "smoke", "X1", "a title far too long for one small panel, " * 2)
+    assert plotting.text_off_the_figure(fig) == []
+    assert "\n" in fig.get_suptitle() and fig.get_suptitle().startswith("X1: a title")
+
+
 def test_empty_axes_finds_a_panel_with_text_only():
     fig, (drawn, empty) = plotting.figure(ncols=2)
     drawn.plot([0, 1], [0, 1])
@@ -76,9 +87,11 @@ def test_every_exhibit_figure_of_the_smoke_run_is_readable(smoke, smoke_config):
             name: pd.read_parquet(smoke / path) for name, path in exhibit.table_paths().items()
         }
         fig = module(exhibit.id).figure(tables, exhibit.settings(plan, "figure"))
-        found = plotting.overlapping_text(fig) + [
-            ("no data drawn", name) for name in plotting.empty_axes(fig)
-        ]
+        found = (
+            plotting.overlapping_text(fig)
+            + [("off the figure", what) for what in plotting.text_off_the_figure(fig)]
+            + [("no data drawn", name) for name in plotting.empty_axes(fig)]
+        )
         if found:
             problems[exhibit.id] = found
         plotting.plt.close(fig)

@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.axis import Axis  # noqa: E402
+from matplotlib.font_manager import FontProperties  # noqa: E402
 from matplotlib.ticker import Formatter, LogLocator  # noqa: E402
 
 PER_ROW = 3  # panels per row of a multi-model figure
@@ -117,6 +118,7 @@ def training_curves(ax, curves, runs: list[str], label: str | None, title: str) 
                 label=label.format(**dict(zip(runs, values, strict=True))),
             )
     ax.set(xlabel="step", ylabel="eval MSE", title=title)
+    log_ticks(ax.yaxis)
     if label is not None:
         ax.legend(fontsize=6)
 
@@ -149,11 +151,13 @@ def log_ticks(axis: Axis, most: int = 5) -> None:
     axis.set_tick_params(which="minor", pad=pad)
 
 
-def title(scale: str, exhibit: str, text: str, model: str | None = None, width: int = 100) -> str:
-    """Figure title naming the exhibit, the model(s) and the scale, wrapped at `width`
-    characters (a long list of models would run off the figure)."""
+def suptitle(fig, scale: str, exhibit: str, text: str, model: str | None = None) -> None:
+    """The figure's title, naming the exhibit, the scale and at most one model (a list of models
+    belongs in the caption; panels name their own), wrapped to the figure's width."""
     full = f"{exhibit}: {text}" + (f" ({model}, {scale} scale)" if model else f" ({scale} scale)")
-    return textwrap.fill(full, width)
+    points = FontProperties(size=plt.rcParams["figure.titlesize"]).get_size_in_points()
+    width = int(0.95 * fig.get_figwidth() * 72 / (0.6 * points))  # DejaVu Sans: ~0.6 em a char
+    fig.suptitle(textwrap.fill(full, width))
 
 
 def _text_boxes(fig) -> list[tuple[str, object]]:
@@ -170,8 +174,8 @@ def _text_boxes(fig) -> list[tuple[str, object]]:
         found += [("title", t) for t in titles]
         found += [("axis label", ax.xaxis.label), ("axis label", ax.yaxis.label)]
         found += [("text", t) for t in ax.texts]
-        ticks = [*ax.xaxis.get_ticklabels(which="both"), *ax.yaxis.get_ticklabels(which="both")]
-        found += [("tick", t) for t in ticks]
+        drawn = [*ax.xaxis._update_ticks(), *ax.yaxis._update_ticks()]  # those in view
+        found += [("tick", label) for tick in drawn for label in (tick.label1, tick.label2)]
         if ax.get_legend() is not None:
             boxes.append(("legend", ax.get_legend()))
     visible = [
@@ -203,6 +207,22 @@ def overlapping_text(fig, tolerance: float = 1.0) -> list[tuple[str, str]]:
             if width > tolerance and height > tolerance:
                 pairs.append((first, second))
     return pairs
+
+
+def text_off_the_figure(fig, tolerance: float = 1.0) -> list[str]:
+    """The text boxes of a figure (as `overlapping_text` finds them) that reach more than
+    `tolerance` pixels past its edges, where the saved image cuts them. Draws the figure
+    first."""
+    fig.draw_without_rendering()
+    edge = fig.bbox
+    return [
+        what
+        for what, box in _text_boxes(fig)
+        if box.x0 < edge.x0 - tolerance
+        or box.y0 < edge.y0 - tolerance
+        or box.x1 > edge.x1 + tolerance
+        or box.y1 > edge.y1 + tolerance
+    ]
 
 
 def _draws_data(ax) -> bool:

@@ -169,7 +169,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
                 ax_rise.plot(means[condition].index, means[condition], style, label=label)
         ax_rise.set(xlabel="layer (output of)", ylabel="token similarity")
         ax_rise.legend(fontsize=7)
-    fig.suptitle(plotting.title(settings["scale"], "D3", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "D3", settings["title"])
     return fig
 
 

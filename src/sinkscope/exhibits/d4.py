@@ -164,13 +164,12 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     plotting.training_curves(
         axes[3], tables["curves"], ["seed"], None, "Training curves (every seed)"
     )
-    fig.suptitle(
-        plotting.title(
-            settings["scale"],
-            "D4",
-            f"{settings['title']}: where the off queries attend",
-            _model(settings["recipe"]),
-        )
+    plotting.suptitle(
+        fig,
+        settings["scale"],
+        "D4",
+        f"{settings['title']}: where the off queries attend",
+        _model(settings["recipe"]),
     )
     return fig
 

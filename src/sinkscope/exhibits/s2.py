@@ -68,7 +68,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
     table = tables["table"]
     fig = dx.layer_head_maps(table, "first_share", "attention share on the first token", vmax=1)
-    fig.suptitle(plotting.title(settings["scale"], "S2", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "S2", settings["title"])
     return fig
 
 

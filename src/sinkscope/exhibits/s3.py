@@ -162,7 +162,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax.legend(fontsize=7, title=f"PPL after the first {cache} [95 % bootstrap]",
                   title_fontsize=7)  # fmt: skip
     text = f"{settings['title']}, cache {cache}"
-    fig.suptitle(plotting.title(settings["scale"], "S3", text))
+    plotting.suptitle(fig, settings["scale"], "S3", text)
     return fig
 
 

@@ -138,7 +138,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax.set_yscale("log")
         plotting.log_ticks(ax.yaxis)
     ax.legend(fontsize=7)
-    fig.suptitle(plotting.title(settings["scale"], "S4", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "S4", settings["title"])
     return fig
 
 

@@ -100,8 +100,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         if name in axes:
             _emergence_panel(axes[name], found, column)
             axes[name].set_title(name)
-    title = plotting.title(settings["scale"], "S6", settings["title"], "byte-level Llama")
-    fig.suptitle(title)
+    plotting.suptitle(fig, settings["scale"], "S6", settings["title"], "byte-level Llama")
     return fig
 
 

@@ -105,8 +105,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         xlabel="variant", ylabel="PPL (0 initial tokens kept)", title="Streaming without sinks"
     )
     ax_p.tick_params(axis="x", rotation=20)
-    title = plotting.title(settings["scale"], "S7", settings["title"], "byte-level Llama")
-    fig.suptitle(title)
+    plotting.suptitle(fig, settings["scale"], "S7", settings["title"], "byte-level Llama")
     return fig
 
 

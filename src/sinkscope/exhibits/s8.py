@@ -329,7 +329,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
                 ax.set_title(f"CLS attention, {role} registers{taken}", fontsize=7)
     for ax in cells.flat:
         ax.axis("off")
-    fig.suptitle(plotting.title(settings["scale"], "S8", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "S8", settings["title"])
     return fig
 
 

@@ -177,13 +177,12 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     )
     if CONVERGENCE in axes:
         _convergence_panel(axes[CONVERGENCE], emergence)
-    fig.suptitle(
-        plotting.title(
-            settings["scale"],
-            "U2",
-            f"{settings['title']}: the hub layer and the other layer",
-            _model(settings["recipe"]),
-        )
+    plotting.suptitle(
+        fig,
+        settings["scale"],
+        "U2",
+        f"{settings['title']}: the hub layer and the other layer",
+        _model(settings["recipe"]),
     )
     return fig
 

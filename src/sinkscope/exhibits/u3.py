@@ -103,7 +103,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         shares.plot.bar(stacked=True, ax=ax, width=0.85, legend=not legend)
         legend = True
         ax.set(xlabel="layer", ylabel="sink events per input (heads)", title=model)
-    fig.suptitle(plotting.title(settings["scale"], "U3", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "U3", settings["title"])
     return fig
 
 

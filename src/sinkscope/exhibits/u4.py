@@ -93,7 +93,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
     table = tables["table"]
     fig = dx.layer_head_maps(table, "pct_relaxed", "% of inputs with a sink event", vmax=100)
-    fig.suptitle(plotting.title(settings["scale"], "U4", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "U4", settings["title"])
     return fig
 
 

@@ -51,7 +51,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
     models = dx.models_in(tables["counts"])
     fig = dx.regime_panels(tables["table"], models)
-    fig.suptitle(plotting.title(settings["scale"], "U6", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "U6", settings["title"])
     return fig
 
 

@@ -116,7 +116,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         sns.boxplot(data=data, x="model", y=column, hue="kind", ax=ax, log_scale=True)
         ax.set(xlabel="", ylabel=label, title=label.split(" ")[0])
         ax.tick_params(axis="x", rotation=20)
-    fig.suptitle(plotting.title(settings["scale"], "U7", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "U7", settings["title"])
     return fig
 
 

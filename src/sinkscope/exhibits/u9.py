@@ -322,7 +322,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         if panel in axes:
             _emergence_panel(axes[panel], found, name, settings["thresholds"][name])
             axes[panel].set_title(panel)
-    fig.suptitle(plotting.title(settings["scale"], "U9", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "U9", settings["title"])
     return fig
 
 
