@@ -467,6 +467,9 @@ def test_u9_without_nop_events_has_an_exact_upper_bound(tmp_path):
     claims = u9.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
     rate = claims["U9.baseline_nop_per_image"]
     assert rate.value == 0 and rate.interval.low == 0
+    drawn = tables["table"].set_index(["variant", "sink_class", "location"])
+    drawn = drawn.loc[("baseline", "NOP", "all")]  # the figure's error bar: the claim's interval
+    assert [drawn.pooled, drawn.low, drawn.high] == pytest.approx([0, 0, rate.interval.high])
     assert rate.interval.high == pytest.approx(3.6889 / 72, rel=1e-4)
     assert rate.interval.n == 72
     assert judged("U9.baseline_nop_per_image", claims)[0] == NOT_REPLICATED
@@ -640,6 +643,10 @@ def test_s8_tables_figure_and_claims_on_the_papers_side(tmp_path):
     claims = s8.claims(tables, {"claim_model": "a / b", "scale": "default"})
     share = claims["S8.outlier_share"]
     assert share.value == pytest.approx(100 * 15 / (8 * 99))
+    drawn = tables["outliers"].set_index(["pair", "role"]).loc[("a / b", "without")]
+    assert [drawn.outlier_share, drawn.low, drawn.high] == pytest.approx(
+        [share.value, share.interval.low, share.interval.high]
+    )  # the figure's bar is the claim, with its interval
     assert claims["S8.registers_remove_outliers"].value == 0.0
     assert claims["S8.outliers_low_information"].value == 1.0
     assert verdict(claims, "S8.parameters", "exact") is True

@@ -442,7 +442,7 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="S6",
             title="pretraining with a sink token",
-            tables=("ppl", "windows", "history", "emergence"),
+            tables=("ppl", "windows", "history", "emergence", "ratios"),
             inputs=lambda plan: {"ppl": LM_EVAL["ppl"], "histories": _lm_histories(plan)},
             claim_settings=SINK_LM_LABEL,
         ),

@@ -35,7 +35,22 @@ def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.D
         "windows": windows,
         "history": history,
         "emergence": emergence(history),
+        "ratios": _ratios(windows),
     }
+
+
+def _ratios(windows: pd.DataFrame) -> pd.DataFrame:
+    """Per claim of `RATIOS` whose variant ran: the PPL ratio with its bootstrap bounds over the
+    windows, as the claim measures it (`kept_tokens_ratio`), for the figure."""
+    rows = []
+    for claim, (variant, top, bottom) in RATIOS.items():
+        if variant in set(windows.variant):
+            value, interval = kept_tokens_ratio(windows, variant, top, bottom)
+            rows.append(
+                {"claim": claim, "variant": variant, "top": top, "bottom": bottom,
+                 "ratio": value, "low": interval.low, "high": interval.high}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 def emergence(history: pd.DataFrame) -> pd.DataFrame:
@@ -70,7 +85,8 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         column: f"Emergence: {label.split(' (')[0]}"
         for column, (label, _) in EMERGENCE_PANELS.items()
     }
-    has_data = {PRETRAINING: True, STREAMING: True} | {
+    ratios = tables["ratios"]
+    has_data = {PRETRAINING: True, STREAMING: True, RATIO: not ratios.empty} | {
         t: not found.empty for t in emergence.values()
     }
     fig, axes = plotting.panels_with_data(
@@ -96,6 +112,8 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         title=STREAMING,
     )
     ax_p.legend(fontsize=7)
+    if RATIO in axes:
+        _ratio_panel(axes[RATIO], ratios)
     for column, name in emergence.items():
         if name in axes:
             _emergence_panel(axes[name], found, column)
@@ -105,6 +123,21 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
 
 PRETRAINING, STREAMING = "Pretraining (same budget)", "Streaming on held-out text"
+RATIO = "The claims: PPL ratio by kept tokens"
+
+
+def _ratio_panel(ax, ratios: pd.DataFrame) -> None:
+    """Each claim's PPL ratio (fewer over more kept tokens) with its bootstrap interval over
+    the windows, and the line of no difference."""
+    from .. import plotting
+
+    labels = [f"{v}\n{t} vs {b} kept" for v, t, b in ratios[["variant", "top", "bottom"]].values]
+    plotting.interval_bars(ax, labels, ratios.ratio, ratios.low, ratios.high, fmt="o")
+    ax.axhline(1, ls=":", c="gray")
+    ax.set(ylabel="PPL ratio (95 % bootstrap over windows)", title=RATIO)
+    ax.tick_params(axis="x", labelsize=7)
+
+
 # the first token's attention share and the sink rate over training, with the thresholds of
 # S7's control: a head sinks above a share of SINK_RATE_EPS (Gu et al.), and the vanilla LM's
 # sink rate must exceed 0
