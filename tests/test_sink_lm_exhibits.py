@@ -273,7 +273,7 @@ def test_s6_s7_claims_on_the_papers_side(tmp_path):
     assert verdict(found, "S6.sink_token_one_suffices") is True
     drawn = s6_tables["ratios"].set_index("claim")  # the figure's: the claims' own intervals
     for claim, measured in found.items():
-        assert drawn.loc[claim, ["ratio", "low", "high"]].tolist() == pytest.approx(
+        assert drawn.loc[claim, ["value", "low", "high"]].tolist() == pytest.approx(
             [measured.value, measured.interval.low, measured.interval.high]
         )
     assert found["S6.vanilla_needs_several"].model == f"byte-level Llama {ARCH}, 3 steps"

@@ -104,6 +104,16 @@ def interval_bars(ax, x, value, low, high, **style):
     return ax.errorbar(x, value, yerr=[below, above], capsize=2, **style)
 
 
+def claim_panel(ax, table, title: str, ylabel: str, reference: float | None = None) -> None:
+    """Claims' values (`table` rows: label, value, low, high, as the tables computed them)
+    with their intervals, side by side, and the `reference` line (e.g. 1 for a ratio)."""
+    interval_bars(ax, table.label, table.value, table.low, table.high, fmt="o")
+    if reference is not None:
+        ax.axhline(reference, ls=":", c="gray")
+    ax.set(ylabel=ylabel, title=title)
+    ax.tick_params(axis="x", labelsize=7)
+
+
 def training_curves(ax, curves, runs: list[str], label: str | None, title: str) -> None:
     """The evaluation MSE over the steps of each run of a toy (its rows of `curves` share the
     `runs` columns), log-scaled; `label` formats a run's values by column name (e.g. "seed

@@ -449,7 +449,7 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="S7",
             title="a learned sink logit",
-            tables=("attention", "ppl", "windows"),
+            tables=("attention", "ppl", "windows", "ratios"),
             inputs=lambda plan: dict(LM_EVAL),
             claim_settings=SINK_LM_LABEL,
         ),

@@ -14,7 +14,14 @@ from __future__ import annotations
 import pandas as pd
 
 from ..metrics import SINK_RATE_EPS
-from ..streaming.exhibit_tables import EMERGENCE, kept_tokens_ratio, lm_note, ppl_line, summary
+from ..streaming.exhibit_tables import (
+    EMERGENCE,
+    kept_tokens_ratio,
+    kept_tokens_ratios,
+    lm_note,
+    ppl_line,
+    summary,
+)
 from . import Measured
 
 # claim -> (variant, kept tokens of the numerator, kept tokens of the denominator): PPL ratios
@@ -35,22 +42,8 @@ def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.D
         "windows": windows,
         "history": history,
         "emergence": emergence(history),
-        "ratios": _ratios(windows),
+        "ratios": kept_tokens_ratios(windows, RATIOS),
     }
-
-
-def _ratios(windows: pd.DataFrame) -> pd.DataFrame:
-    """Per claim of `RATIOS` whose variant ran: the PPL ratio with its bootstrap bounds over the
-    windows, as the claim measures it (`kept_tokens_ratio`), for the figure."""
-    rows = []
-    for claim, (variant, top, bottom) in RATIOS.items():
-        if variant in set(windows.variant):
-            value, interval = kept_tokens_ratio(windows, variant, top, bottom)
-            rows.append(
-                {"claim": claim, "variant": variant, "top": top, "bottom": bottom,
-                 "ratio": value, "low": interval.low, "high": interval.high}
-            )  # fmt: skip
-    return pd.DataFrame(rows)
 
 
 def emergence(history: pd.DataFrame) -> pd.DataFrame:
@@ -113,7 +106,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     )
     ax_p.legend(fontsize=7)
     if RATIO in axes:
-        _ratio_panel(axes[RATIO], ratios)
+        plotting.claim_panel(axes[RATIO], ratios, RATIO, "PPL ratio (95 % bootstrap, windows)", 1)
     for column, name in emergence.items():
         if name in axes:
             _emergence_panel(axes[name], found, column)
@@ -124,18 +117,6 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
 PRETRAINING, STREAMING = "Pretraining (same budget)", "Streaming on held-out text"
 RATIO = "The claims: PPL ratio by kept tokens"
-
-
-def _ratio_panel(ax, ratios: pd.DataFrame) -> None:
-    """Each claim's PPL ratio (fewer over more kept tokens) with its bootstrap interval over
-    the windows, and the line of no difference."""
-    from .. import plotting
-
-    labels = [f"{v}\n{t} vs {b} kept" for v, t, b in ratios[["variant", "top", "bottom"]].values]
-    plotting.interval_bars(ax, labels, ratios.ratio, ratios.low, ratios.high, fmt="o")
-    ax.axhline(1, ls=":", c="gray")
-    ax.set(ylabel="PPL ratio (95 % bootstrap over windows)", title=RATIO)
-    ax.tick_params(axis="x", labelsize=7)
 
 
 # the first token's attention share and the sink rate over training, with the thresholds of
@@ -221,6 +202,7 @@ after the cache starts to evict); and the sinks as they emerge in training, meas
 {{ snakemake.config.streaming.pretrain.emergence.every }} steps on
 {{ snakemake.config.streaming.pretrain.emergence.windows }} held-out windows: the first token's
 attention share and the sink rate over the tokens seen, with the thresholds of S7's control
-(dotted; ``results/S6/emergence.parquet``). Where training logged no emergence, its panels are
-left out and named below the others.
+(dotted; ``results/S6/emergence.parquet``). The claims' panel: each variant's PPL with 1 over 4
+kept tokens, with its 95 % bootstrap interval over the windows, as the scorecard judges it. Where
+training logged no emergence, its panels are left out and named below the others.
 """

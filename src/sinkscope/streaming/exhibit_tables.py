@@ -223,6 +223,21 @@ def kept_tokens_ratio(
     return ratio(a, b, tokens), bootstrap(ratio, a, b, tokens, unit="windows")
 
 
+def kept_tokens_ratios(windows: pd.DataFrame, ratios: dict[str, tuple[str, int, int]]):
+    """Per claim of `ratios` ({claim: (variant, top, bottom)}) whose variant ran: the PPL ratio
+    (`value`) of `top` over `bottom` kept tokens with its bootstrap bounds over the windows, as
+    the claim measures it (`kept_tokens_ratio`), and a `label`, for the figure."""
+    rows = []
+    for claim, (variant, top, bottom) in ratios.items():
+        if variant in set(windows.variant):
+            value, interval = kept_tokens_ratio(windows, variant, top, bottom)
+            rows.append(
+                {"claim": claim, "label": f"{variant}\n{top} vs {bottom} kept", "value": value,
+                 "low": interval.low, "high": interval.high}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def ppl_line(table: pd.DataFrame, variant: str) -> str:
     """E.g. `vanilla PPL 5.21 / 4.80 / 4.78 / 4.78 with 0 / 1 / 2 / 4 kept`."""
     part = table[table.variant == variant].sort_values("sinks")
