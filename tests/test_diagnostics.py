@@ -803,15 +803,22 @@ def test_d3_figure_draws_each_condition(tmp_path):
     assert labels == ["as trained", "sink heads uniform", "as many random other heads uniform"]
 
 
-def test_u5_figure_of_six_models_is_two_rows_of_three(tmp_path):
-    models = [f"m{i}" for i in range(6)]
+def test_u5_figure_of_five_models_and_the_claim_is_two_rows_of_three(tmp_path):
+    models = [f"m{i}" for i in range(5)]
     heads = heads_table(n_layers=6, sinks={(1, 0): (0, "NOP"), (5, 1): (3, "Broadcast")})
     extracted = {"heads": dict.fromkeys(models, heads)}
-    tables, _ = run(u5, tmp_path, extracted, settings_for(*models), claim_model="m0")
+    tables, measured = run(u5, tmp_path, extracted, settings_for(*models), claim_model="m0")
     fig = u5.figure(tables, {"title": "t", "scale": "test"})
     panels = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
     assert {ax.get_subplotspec().get_geometry()[:2] for ax in panels} == {(2, 3)}
-    assert [ax.get_title() for ax in panels] == [f"{m} (8 events)" for m in models]
+    assert [ax.get_title() for ax in panels] == [f"{m} (8 events)" for m in models] + [
+        "The claim: NOP early, Broadcast deep"
+    ]
+    claim = tables["claim"].set_index("label").loc["m0"]  # the claim's own value and interval
+    found = measured["U5.nop_early_broadcast_deep"]
+    assert [claim.value, claim.low, claim.high] == pytest.approx(
+        [found.value, found.interval.low, found.interval.high]
+    )
 
 
 @pytest.mark.parametrize("exhibit", [u3, u5])
@@ -820,7 +827,11 @@ def test_a_model_without_sink_events_has_no_panel_and_is_named_below(tmp_path, e
     extracted = {"heads": {"m": heads_table(n_layers=6, sinks=sinks), "n": heads_table(sinks={})}}
     tables, _ = run(exhibit, tmp_path, extracted, settings_for("m", "n"))
     fig = exhibit.figure(tables, {"title": "t", "scale": "test"})
-    (drawn,) = (ax for ax in fig.axes if ax.get_subplotspec() is not None)
+    (drawn,) = (
+        ax
+        for ax in fig.axes
+        if ax.get_subplotspec() is not None and not ax.get_title().startswith("The claim")
+    )
     assert drawn.get_title().startswith("m") and not drawn.texts
     assert (
         fig.get_supxlabel().startswith("no counted sink events")

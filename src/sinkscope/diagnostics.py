@@ -314,14 +314,22 @@ def layer_head_maps(table: pd.DataFrame, value: str, label: str, vmax: float):
     return fig
 
 
-def regime_panels(found: pd.DataFrame, models: list[str]):
+def regime_panels(
+    found: pd.DataFrame, models: list[str], claim: tuple[str, str, pd.DataFrame] | None = None
+):
     """Per model with sink events, its events by value-norm ratio (log) and stable rank,
     coloured by layer, with the NOP and Broadcast thresholds; the models without are named
-    below the panels."""
+    below the panels. `claim`: (title, y label, rows label, value, low, high) of a claim's
+    values with their intervals, drawn in a last panel where one has a value."""
     from . import plotting
 
     has_events = {model: bool((found.model == model).any()) for model in models}
+    if claim is not None:
+        has_events[claim[0]] = bool(np.isfinite(claim[2].value.astype(float)).any())
     fig, axes = plotting.panels_with_data(has_events, "no counted sink events")
+    if claim is not None and claim[0] in axes:
+        title, label, rows = claim
+        plotting.claim_panel(axes.pop(title), rows, title, label, reference=0)
     for model, ax in axes.items():
         part = found[found.model == model]
         points = ax.scatter(part.ratio_out, part.srank, c=part.layer, s=8, cmap="plasma")

@@ -339,7 +339,7 @@ EXHIBITS: dict[str, Exhibit] = {
         _diagnostics(
             "U5",
             "dual regimes of sink events",
-            ("table", "counts", "per_input"),
+            ("table", "counts", "per_input", "claim"),
             ("heads",),
             events=True,
             extends=True,

@@ -22,11 +22,23 @@ NOP, BROADCAST = dx.CLASSES.index("NOP"), dx.CLASSES.index("Broadcast")
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     heads = read_tables(inputs["heads"], settings["models"])
     found = dx.sink_events(heads, settings["registers"], settings["first_counted_layer"])
+    per_input = stack({m: dx.per_input_classes(h, found[m]) for m, h in heads.items()})
     return {
         "table": stack({m: f[dx.EVENT_COLUMNS] for m, f in found.items()}),
         "counts": stack({m: dx.regime_counts(f) for m, f in found.items()}),
-        "per_input": stack({m: dx.per_input_classes(h, found[m]) for m, h in heads.items()}),
+        "per_input": per_input,
+        "claim": _claim_per_model(per_input),
     }
+
+
+def _claim_per_model(per_input: pd.DataFrame) -> pd.DataFrame:
+    """Per model, the claim's statistic (`both`) with its bootstrap interval over the inputs,
+    as `measure` computes it on the claim's models, for the figure."""
+    rows = []
+    for model, part in per_input.groupby("model", sort=False):
+        value, interval = dx.over_inputs(both, by_depth(part), unit="inputs")
+        rows.append({"label": model, "value": value, "low": interval.low, "high": interval.high})
+    return pd.DataFrame(rows, columns=["label", "value", "low", "high"])
 
 
 def by_depth(per_input: pd.DataFrame) -> np.ndarray:
@@ -97,7 +109,8 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     models = dx.models_in(tables["counts"])
-    fig = dx.regime_panels(tables["table"], models)
+    claim = ("The claim: NOP early, Broadcast deep", "smaller share difference", tables["claim"])
+    fig = dx.regime_panels(tables["table"], models, claim)
     plotting.suptitle(fig, settings["scale"], "U5", settings["title"])
     return fig
 
@@ -128,5 +141,7 @@ CAPTION = r"""
 the other tokens) and stable rank of the head update, coloured by depth; dashed line: NOP
 (ratio <= 0.2); dotted: Broadcast (ratio >= 0.5 and stable rank <= 1.5). Counts per class and
 depth band are in results/U5/counts.parquet. One panel per model with counted sink events;
-the line below the panels names the models without.
+the line below the panels names the models without. Last panel: the claim's statistic per model
+(the smaller of the two share differences, positive when both hold) with its 95 % bootstrap
+interval over the inputs, as the scorecard judges it on the claim and extension models.
 """
