@@ -528,6 +528,10 @@ def test_u6_share_of_register_sinks_that_are_nop(tmp_path):
     assert scorecard_verdict("U6.registers_mostly_nop", claims) == scorecard.REPLICATED
     assert set(tables["table"].location) == {"register"}
     assert tables["per_input"][dx.CLASSES].sum().tolist() == [18, 2, 0]
+    drawn = tables["claim"].set_index("label").loc["m"]  # the figure's: the claim and interval
+    assert [drawn.value, drawn.low, drawn.high] == pytest.approx(
+        [found.value, found.interval.low, found.interval.high]
+    )
     # mostly Broadcast on the registers
     sinks[(1, 0)] = (2, "Broadcast")
     heads = heads_table(n_samples=10, n_layers=6, sinks=sinks, inputs={(3, 1): 2, (5, 0): 2})

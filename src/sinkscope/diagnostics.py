@@ -184,6 +184,21 @@ def over_inputs(
     return statistic(*arrays), bootstrap(statistic, *arrays, unit=unit)
 
 
+def over_inputs_per_model(
+    per_input: pd.DataFrame,
+    counts_of: Callable[[pd.DataFrame], np.ndarray],
+    statistic: Callable[[np.ndarray], float],
+) -> pd.DataFrame:
+    """U5, U6 figures: per model of a stacked per-input table, a claim's `statistic` of its
+    counts (`counts_of` the model's rows) with its bootstrap interval over the inputs
+    (`over_inputs`, as the claim computes it): label (the model), value, low, high."""
+    rows = []
+    for model, part in per_input.groupby("model", sort=False):
+        value, interval = over_inputs(statistic, counts_of(part), unit="inputs")
+        rows.append({"label": model, "value": value, "low": interval.low, "high": interval.high})
+    return pd.DataFrame(rows, columns=["label", "value", "low", "high"])
+
+
 def per_input(n_events: int, n_inputs: int, unit: str) -> tuple[float, Interval]:
     """U5, U6: sink events per input (image, text window) and the exact Poisson interval of that
     rate."""

@@ -347,7 +347,7 @@ EXHIBITS: dict[str, Exhibit] = {
         _diagnostics(
             "U6",
             "sinks on registers",
-            ("table", "counts", "per_input"),
+            ("table", "counts", "per_input", "claim"),
             ("heads",),
             registers=True,
             events=True,

@@ -27,18 +27,8 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
         "table": stack({m: f[dx.EVENT_COLUMNS] for m, f in found.items()}),
         "counts": stack({m: dx.regime_counts(f) for m, f in found.items()}),
         "per_input": per_input,
-        "claim": _claim_per_model(per_input),
+        "claim": dx.over_inputs_per_model(per_input, by_depth, both),
     }
-
-
-def _claim_per_model(per_input: pd.DataFrame) -> pd.DataFrame:
-    """Per model, the claim's statistic (`both`) with its bootstrap interval over the inputs,
-    as `measure` computes it on the claim's models, for the figure."""
-    rows = []
-    for model, part in per_input.groupby("model", sort=False):
-        value, interval = dx.over_inputs(both, by_depth(part), unit="inputs")
-        rows.append({"label": model, "value": value, "low": interval.low, "high": interval.high})
-    return pd.DataFrame(rows, columns=["label", "value", "low", "high"])
 
 
 def by_depth(per_input: pd.DataFrame) -> np.ndarray:
