@@ -325,9 +325,13 @@ def test_s2_lowest_layer_sink_rate_beyond_the_bottom_two(tmp_path):
     heads.loc[low, "first_mass"] = np.where(
         (heads.loc[low, "head"] == 0) & (heads.loc[low, "sample"] % 3 == 0), 0.6, 0.2
     )
-    _, claims = run(s2, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
+    tables, claims = run(s2, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
     found = claims["S2.initial_tokens_beyond_bottom_two"]
     assert found.value == pytest.approx(20) and "lowest 20.0 (layer 3)" in found.note
+    drawn = tables["claim"].set_index("label").loc["m"]  # the figure's: claim and interval
+    assert [drawn.value, drawn.low, drawn.high] == pytest.approx(
+        [found.value, found.interval.low, found.interval.high]
+    )
     assert verdict("S2.initial_tokens_beyond_bottom_two", found) is False
     _, claims = run(s2, tmp_path, {"heads": {"m": heads_table(n_layers=2)}}, settings_for("m"))
     found = claims["S2.initial_tokens_beyond_bottom_two"]
@@ -388,6 +392,11 @@ def test_u4_most_specialised_head_and_its_neighbours(tmp_path):
     assert found.note == "layer 2, head 0: a sink event on 80.0 % of 20 images"
     assert set(tables["table"].columns) >= {"pct_relaxed", "pct_strict_0.1", "model"}
     assert set(tables["per_input"].layer) == {1, 2} and len(tables["per_input"]) == 160
+    drawn = tables["claim"].set_index("label")  # the figure's: the claims with their intervals
+    for label, measured in (("m\nbest head", found), ("m\nits neighbours", neighbours)):
+        assert drawn.loc[label, ["value", "low", "high"]].tolist() == pytest.approx(
+            [measured.value, measured.interval.low, measured.interval.high]
+        )
     # a head on every input is as specialised as one on ~80 %; one on 25 % of the inputs is not
     for n_inputs, value, expected in ((20, 100.0, True), (5, 25.0, False)):
         one = {(2, 0): (0, "NOP")}

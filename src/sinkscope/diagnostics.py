@@ -188,14 +188,17 @@ def over_inputs_per_model(
     per_input: pd.DataFrame,
     counts_of: Callable[[pd.DataFrame], np.ndarray],
     statistic: Callable[[np.ndarray], float],
+    name: str = "",
 ) -> pd.DataFrame:
-    """U5, U6 figures: per model of a stacked per-input table, a claim's `statistic` of its
-    counts (`counts_of` the model's rows) with its bootstrap interval over the inputs
-    (`over_inputs`, as the claim computes it): label (the model), value, low, high."""
+    """Figures of claims bootstrapped over inputs (S2, U4-U6): per model of a stacked per-input
+    table, a claim's `statistic` of its counts (`counts_of` the model's rows) with its bootstrap
+    interval over the inputs (`over_inputs`, as the claim computes it): label (the model, and
+    `name` where given), value, low, high."""
     rows = []
     for model, part in per_input.groupby("model", sort=False):
         value, interval = over_inputs(statistic, counts_of(part), unit="inputs")
-        rows.append({"label": model, "value": value, "low": interval.low, "high": interval.high})
+        label = f"{model}\n{name}" if name else model
+        rows.append({"label": label, "value": value, "low": interval.low, "high": interval.high})
     return pd.DataFrame(rows, columns=["label", "value", "low", "high"])
 
 
@@ -313,12 +316,15 @@ def models_in(table: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(table.model))
 
 
-def layer_head_maps(table: pd.DataFrame, value: str, label: str, vmax: float):
-    """Per model, a map of `value` over layers and heads (colour scale 0 to `vmax`)."""
+def layer_head_maps(
+    table: pd.DataFrame, value: str, label: str, vmax: float, claim: tuple | None = None
+):
+    """Per model, a map of `value` over layers and heads (colour scale 0 to `vmax`); `claim`: a
+    last panel of a claim's values (`plotting.panels_with_data`)."""
     from . import plotting
 
     has_data = {m: bool(p[value].notna().any()) for m, p in table.groupby("model", sort=False)}
-    fig, axes = plotting.panels_with_data(has_data, f"no {label}")
+    fig, axes = plotting.panels_with_data(has_data, f"no {label}", claim=claim)
     for model, ax in axes.items():
         grid = table[table.model == model].pivot(index="layer", columns="head", values=value)
         image = ax.imshow(
@@ -329,22 +335,14 @@ def layer_head_maps(table: pd.DataFrame, value: str, label: str, vmax: float):
     return fig
 
 
-def regime_panels(
-    found: pd.DataFrame, models: list[str], claim: tuple[str, str, pd.DataFrame] | None = None
-):
+def regime_panels(found: pd.DataFrame, models: list[str], claim: tuple | None = None):
     """Per model with sink events, its events by value-norm ratio (log) and stable rank,
     coloured by layer, with the NOP and Broadcast thresholds; the models without are named
-    below the panels. `claim`: (title, y label, rows label, value, low, high) of a claim's
-    values with their intervals, drawn in a last panel where one has a value."""
+    below the panels. `claim`: a last panel of a claim's values (`plotting.panels_with_data`)."""
     from . import plotting
 
     has_events = {model: bool((found.model == model).any()) for model in models}
-    if claim is not None:
-        has_events[claim[0]] = bool(np.isfinite(claim[2].value.astype(float)).any())
-    fig, axes = plotting.panels_with_data(has_events, "no counted sink events")
-    if claim is not None and claim[0] in axes:
-        title, label, rows = claim
-        plotting.claim_panel(axes.pop(title), rows, title, label, reference=0)
+    fig, axes = plotting.panels_with_data(has_events, "no counted sink events", claim=claim)
     for model, ax in axes.items():
         part = found[found.model == model]
         points = ax.scatter(part.ratio_out, part.srank, c=part.layer, s=8, cmap="plasma")

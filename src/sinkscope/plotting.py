@@ -66,15 +66,19 @@ def panels_with_data(
     width: float = 4.2,
     height: float = 3.4,
     rows_per_panel: int = 1,
+    claim: tuple[str, str, object, float | None] | None = None,
 ):
     """The one rule of every figure: a panel only for each name (a model, variant, class...) of
     `has_data` whose value is true, laid out by `panels`; the names without data are named in
     one line below the panels, after `missing` (e.g. "no counted sink events"). Where no name
-    has data, the figure is that line alone.
+    has data, the figure is that line alone. `claim`: (title, y label, rows, reference) of a
+    last panel that `claim_panel` draws, where a row has a finite value.
 
     Returns the figure and {name: its panel (or stack of panels)} for the names with data, in
-    their order.
+    their order (the claim's panel already drawn, not among them).
     """
+    if claim is not None:
+        has_data = has_data | {claim[0]: bool(np.isfinite(claim[2].value.astype(float)).any())}
     drawn = [name for name, found in has_data.items() if found]
     absent = [name for name, found in has_data.items() if not found]
     if not drawn:
@@ -86,7 +90,14 @@ def panels_with_data(
     if absent:
         ncols = -(-len(drawn) // -(-len(drawn) // PER_ROW))
         fig.supxlabel(_absent_line(missing, absent, width * ncols), fontsize="small")
-    return fig, dict(zip(drawn, axes, strict=True))
+    found = dict(zip(drawn, axes, strict=True))
+    if claim is not None and claim[0] in found:
+        title, label, rows, reference = claim
+        ax = found.pop(title)
+        claim_panel(ax[0] if rows_per_panel > 1 else ax, rows, title, label, reference)
+        for below in ax[1:] if rows_per_panel > 1 else []:
+            below.set_visible(False)
+    return fig, found
 
 
 def _absent_line(missing: str, absent: list[str], inches: float) -> str:

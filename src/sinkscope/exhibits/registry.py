@@ -325,7 +325,11 @@ EXHIBITS: dict[str, Exhibit] = {
             table_settings={"example": "exhibits.S1"},
         ),
         _diagnostics(
-            "S2", "where attention goes", ("table", "per_input"), ("heads",), modality="text"
+            "S2",
+            "where attention goes",
+            ("table", "per_input", "claim"),
+            ("heads",),
+            modality="text",
         ),
         _diagnostics(
             "U3",
@@ -335,7 +339,9 @@ EXHIBITS: dict[str, Exhibit] = {
             events=True,
             extends=True,
         ),
-        _diagnostics("U4", "head specialization", ("table", "per_input"), ("heads",), extends=True),
+        _diagnostics(
+            "U4", "head specialization", ("table", "per_input", "claim"), ("heads",), extends=True
+        ),
         _diagnostics(
             "U5",
             "dual regimes of sink events",
