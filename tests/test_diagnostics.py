@@ -649,6 +649,18 @@ def test_d1_middle_layers_mostly_nonpositive(tmp_path):
     assert scorecard_verdict("D1.middle_layers_nonpositive", claims) == scorecard.REPLICATED
     assert tables["histogram"]["count"].sum() == 8 and len(tables["per_input"]) == 60
     assert tables["per_input"].set_index(["sample", "layer"]).first_share.loc[(0, 1)] == 0.1
+    drawn = tables["claim"].set_index("label")  # the figure's: the claims with their intervals
+    for label, measured in (("m\ncos <= 0", found), ("m\nalpha", control)):
+        assert drawn.loc[label, ["value", "low", "high"]].tolist() == pytest.approx(
+            [measured.value, measured.interval.low, measured.interval.high]
+        )
+    fig = d1.figure(tables, {"title": "t", "scale": "test"})
+    panels = [ax for ax in fig.axes if ax.get_visible() and not hasattr(ax, "_colorbar")]
+    assert sorted(ax.get_title() for ax in panels) == [
+        "",
+        "The claims: middle third of the layers",
+        "m",
+    ]
     _, claims = claims_for([0.3, 0.4])
     found = claims["D1.middle_layers_nonpositive"]
     assert found.value == pytest.approx(0.35)

@@ -373,7 +373,7 @@ EXHIBITS: dict[str, Exhibit] = {
         _diagnostics(
             "D1",
             "half-space condition: cosine to the first token",
-            ("table", "histogram", "per_input"),
+            ("table", "histogram", "per_input", "claim"),
             ("layers", "cosine", "heads"),
             modality="text",
         ),
