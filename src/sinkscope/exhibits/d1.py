@@ -134,5 +134,7 @@ CAPTION = r"""
 **D1, half-space condition.** Top: the distribution of cos(h_first, h_t) over the other tokens t,
 per layer (hidden state entering the layer). Bottom: the share of tokens with a non-positive cosine;
 the Sink-vs-diagonal paper predicts it to be high in the middle layers. Models without a histogram
-get no panel; the line below the panels names them.
+get no panel; the line below the panels names them. Last panel: the claims per model, the share
+with cos <= 0 and the first token's attention share alpha over the middle third of the layers, each
+with its 95 % bootstrap interval over the windows.
 """
