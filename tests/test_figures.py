@@ -4,6 +4,7 @@ the smoke run of the DAG drawn from its tables."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -58,11 +59,14 @@ def test_empty_axes_finds_a_panel_with_text_only():
     assert plotting.empty_axes(fig) == ["empty"]
 
 
-def test_empty_axes_passes_bars_images_and_colour_bars():
-    fig, (bars, image) = plotting.figure(ncols=2)
+def test_empty_axes_passes_bars_images_categories_and_colour_bars():
+    fig, (bars, image, categories, nan) = plotting.figure(ncols=4)
     bars.bar([0, 1], [1, 2])
+    categories.plot(["a", "b"], [1, 2], "o")
+    nan.plot([0, 1], [np.nan, np.nan])
+    nan.set_title("only NaN")
     fig.colorbar(image.imshow([[0, 1], [1, 0]]), ax=image)
-    assert plotting.empty_axes(fig) == []
+    assert plotting.empty_axes(fig) == ["only NaN"]
 
 
 def test_panels_with_data_draws_only_panels_with_data_and_names_the_rest():

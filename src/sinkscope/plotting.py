@@ -122,6 +122,7 @@ def claim_panel(ax, table, title: str, ylabel: str, reference: float | None = No
     if reference is not None:
         ax.axhline(reference, ls=":", c="gray")
     ax.set(ylabel=ylabel, title=title)
+    ax.margins(x=0.5 / max(1, len(table)))  # the outer points off the frame
     ax.tick_params(axis="x", labelsize=7)
 
 
@@ -170,6 +171,17 @@ def log_ticks(axis: Axis, most: int = 5) -> None:
     size = {which: plt.rcParams[f"{name}tick.{which}.size"] for which in ("major", "minor")}
     pad = plt.rcParams[f"{name}tick.major.pad"] + size["major"] - size["minor"]
     axis.set_tick_params(which="minor", pad=pad)
+
+
+def log_if_wide(axis: Axis, values) -> None:
+    """A log scale with readable labels (`log_ticks`) on an axis whose positive `values` span
+    more than a factor of 10 (e.g. a collapsing window's PPL); a linear one otherwise, where a
+    log scale would label no tick."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values) & (values > 0)]
+    if len(values) and values.max() > 10 * values.min():
+        getattr(axis.axes, f"set_{axis.axis_name}scale")("log")
+        log_ticks(axis)
 
 
 def suptitle(fig, scale: str, exhibit: str, text: str, model: str | None = None) -> None:
@@ -254,8 +266,8 @@ def _draws_data(ax) -> bool:
 
     for line in ax.lines:
         if line.get_transform().contains_branch(ax.transData):
-            x, y = (np.asarray(v, dtype=float) for v in line.get_data())
-            if np.isfinite(x).any() and np.isfinite(y).any():
+            points = np.asarray(line.get_xydata(), dtype=float)  # categories converted
+            if np.isfinite(points).all(axis=-1).any():
                 return True
     collections = any(
         len(c.get_offsets()) or len(c.get_paths()) for c in ax.collections if c.get_visible()

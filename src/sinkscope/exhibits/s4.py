@@ -134,9 +134,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
             fmt="s--", c=f"C{i}", ms=3, label=f"{model}: after the first {cache} [95 %]",
         )  # fmt: skip
     ax.set(xlabel="initial tokens kept (same total cache)", ylabel="PPL")
-    if table.ppl.max() > 10 * table.ppl.min():  # a collapsing window: a log scale
-        ax.set_yscale("log")
-        plotting.log_ticks(ax.yaxis)
+    plotting.log_if_wide(ax.yaxis, table.ppl)
     ax.legend(fontsize=7)
     plotting.suptitle(fig, settings["scale"], "S4", settings["title"])
     return fig

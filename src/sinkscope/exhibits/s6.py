@@ -80,10 +80,12 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     }
     ratios = tables["ratios"]
     has_data = {PRETRAINING: True, STREAMING: True, RATIO: not ratios.empty} | {
-        t: not found.empty for t in emergence.values()
+        name: not found.empty and bool(found[column].any()) for column, name in emergence.items()
     }
     fig, axes = plotting.panels_with_data(
-        has_data, "no sinks measured during training (streaming.pretrain.emergence)", width=4.2
+        has_data,
+        "no sinks measured during training (streaming.pretrain.emergence), or all zero",
+        width=4.2,
     )
     ax_l, ax_p = axes[PRETRAINING], axes[STREAMING]
     for variant, part in history.groupby("variant", sort=False):
@@ -98,15 +100,15 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     for variant, part in table.groupby("variant", sort=False):
         ax_p.plot(part.sinks, part.ppl, "o-", label=variant)
     ax_p.set_xticks(sorted(table.sinks.unique()))
+    plotting.log_if_wide(ax_p.yaxis, table.ppl)
     ax_p.set(
-        yscale="log",
         xlabel="initial tokens kept",
         ylabel="streaming PPL (per byte)",
         title=STREAMING,
     )
     ax_p.legend(fontsize=7)
     if RATIO in axes:
-        plotting.claim_panel(axes[RATIO], ratios, RATIO, "PPL ratio (95 % bootstrap, windows)", 1)
+        plotting.claim_panel(axes[RATIO], ratios, RATIO, "PPL ratio", 1)
     for column, name in emergence.items():
         if name in axes:
             _emergence_panel(axes[name], found, column)

@@ -111,13 +111,14 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     ax_m.legend(fontsize=7)
     zero = table[table.sinks == 0]
     bars = ax_p.bar(zero.variant, zero.ppl)
-    ax_p.bar_label(bars, fmt="%.2f")
+    ax_p.bar_label(bars, fmt="%.2f", fontsize=7)
+    ax_p.margins(y=0.12)  # room for the labels under the title
     ax_p.set(
         xlabel="variant", ylabel="PPL (0 initial tokens kept)", title="Streaming without sinks"
     )
     ax_p.tick_params(axis="x", rotation=20)
     title = "The claims: PPL ratio by kept tokens"
-    plotting.claim_panel(ax_r, tables["ratios"], title, "PPL ratio (95 % bootstrap, windows)", 1)
+    plotting.claim_panel(ax_r, tables["ratios"], title, "PPL ratio", 1)
     plotting.suptitle(fig, settings["scale"], "S7", settings["title"], "byte-level Llama")
     return fig
 
