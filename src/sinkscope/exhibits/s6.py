@@ -206,5 +206,6 @@ after the cache starts to evict); and the sinks as they emerge in training, meas
 attention share and the sink rate over the tokens seen, with the thresholds of S7's control
 (dotted; ``results/S6/emergence.parquet``). The claims' panel: each variant's PPL with 1 over 4
 kept tokens, with its 95 % bootstrap interval over the windows, as the scorecard judges it. Where
-training logged no emergence, its panels are left out and named below the others.
+training logged no emergence, or a measure stayed at zero, its panel is left out and named below
+the others.
 """
