@@ -29,6 +29,16 @@ def test_overlapping_text_finds_a_legend_over_text():
     assert plotting.overlapping_text(fig)
 
 
+def test_overlapping_text_reads_subfigures():
+    fig = plotting.plt.figure(layout="constrained")
+    top, _ = fig.subfigures(2, 1)
+    ax = top.subplots()
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("a panel title")
+    top.text(0.5, 0.9, "a subfigure note over the panel title", ha="center", fontsize=14)
+    assert any("subfigure note" in a + b for a, b in plotting.overlapping_text(fig))
+
+
 def test_overlapping_text_passes_a_clean_figure():
     fig, (left, right) = plotting.figure(ncols=2)
     for ax in (left, right):

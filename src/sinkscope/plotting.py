@@ -197,9 +197,13 @@ def _text_boxes(fig) -> list[tuple[str, object]]:
     """(what, window extent) of every visible, non-empty label, title, legend and free text of a
     drawn figure, tick labels included (as "tick ...")."""
     renderer = fig.canvas.get_renderer()
-    texts = [fig._suptitle, fig._supxlabel, fig._supylabel, *fig.texts]
-    found = [("figure text", t) for t in dict.fromkeys(t for t in texts if t is not None)]
-    boxes = [("legend", legend) for legend in fig.legends]
+    figures, found, boxes = [fig], [], []
+    while figures:  # the figure and its subfigures, at any depth
+        part = figures.pop()
+        figures += part.subfigs
+        texts = [part._suptitle, part._supxlabel, part._supylabel, *part.texts]
+        found += [("figure text", t) for t in dict.fromkeys(t for t in texts if t is not None)]
+        boxes += [("legend", legend) for legend in part.legends]
     for ax in fig.axes:
         if not ax.get_visible():
             continue
