@@ -81,10 +81,12 @@ def panels_with_data(
         has_data = has_data | {claim[0]: bool(np.isfinite(claim[2].value.astype(float)).any())}
     drawn = [name for name, found in has_data.items() if found]
     absent = [name for name, found in has_data.items() if not found]
-    if not drawn:
+    if not drawn:  # the line under room for a title of up to three lines
         use_style()
-        fig = plt.figure(figsize=(width, 1.2), layout="constrained")
-        fig.text(0.5, 0.5, _absent_line(missing, absent, width), ha="center", va="center")
+        width = max(width, 6.0)
+        line = _absent_line(missing, absent, width)
+        fig = plt.figure(figsize=(width, 0.25 * (line.count("\n") + 1) + 1.2))
+        fig.supxlabel(line, fontsize="small", va="bottom", y=0.05)
         return fig, {}
     fig, axes = panels(len(drawn), width=width, height=height, rows_per_panel=rows_per_panel)
     if absent:
@@ -211,8 +213,9 @@ def _text_boxes(fig) -> list[tuple[str, object]]:
         found += [("title", t) for t in titles]
         found += [("axis label", ax.xaxis.label), ("axis label", ax.yaxis.label)]
         found += [("text", t) for t in ax.texts]
-        drawn = [*ax.xaxis._update_ticks(), *ax.yaxis._update_ticks()]  # those in view
-        found += [("tick", label) for tick in drawn for label in (tick.label1, tick.label2)]
+        if ax.axison:  # ticks of an axes turned off are not drawn
+            drawn = [*ax.xaxis._update_ticks(), *ax.yaxis._update_ticks()]  # those in view
+            found += [("tick", label) for tick in drawn for label in (tick.label1, tick.label2)]
         if ax.get_legend() is not None:
             boxes.append(("legend", ax.get_legend()))
     visible = [

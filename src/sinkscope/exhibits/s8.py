@@ -293,6 +293,8 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
             ylabel="tokens",
             title=pair,
         )
+        plotting.log_ticks(ax.xaxis)
+        plotting.log_ticks(ax.yaxis)
         ax.legend(fontsize=7)
     shares_ax = axes[len(pairs)]
     outliers = tables["outliers"]
