@@ -130,19 +130,20 @@ def claim_panel(ax, table, title: str, ylabel: str, reference: float | None = No
 
 def training_curves(ax, curves, runs: list[str], label: str | None, title: str) -> None:
     """The evaluation MSE over the steps of each run of a toy (its rows of `curves` share the
-    `runs` columns), log-scaled; `label` formats a run's values by column name (e.g. "seed
-    {seed}"), None draws every run unlabelled in one colour (many runs)."""
+    `runs` columns), log-scaled where it spans a decade (`log_if_wide`); `label` formats a run's
+    values by column name (e.g. "seed {seed}"), None draws every run unlabelled in one colour
+    (many runs)."""
     for values, curve in curves.groupby(runs):
         if label is None:
-            ax.semilogy(curve.step, curve.eval_loss, c="C0", alpha=0.4)
+            ax.plot(curve.step, curve.eval_loss, c="C0", alpha=0.4)
         else:
-            ax.semilogy(
+            ax.plot(
                 curve.step,
                 curve.eval_loss,
                 label=label.format(**dict(zip(runs, values, strict=True))),
             )
     ax.set(xlabel="step", ylabel="eval MSE", title=title)
-    log_ticks(ax.yaxis)
+    log_if_wide(ax.yaxis, curves.eval_loss)
     if label is not None:
         ax.legend(fontsize=6)
 
