@@ -393,7 +393,7 @@ def test_u4_most_specialised_head_and_its_neighbours(tmp_path):
     assert set(tables["table"].columns) >= {"pct_relaxed", "pct_strict_0.1", "model"}
     assert set(tables["per_input"].layer) == {1, 2} and len(tables["per_input"]) == 160
     drawn = tables["claim"].set_index("label")  # the figure's: the claims with their intervals
-    for label, measured in (("m\nbest head", found), ("m\nits neighbours", neighbours)):
+    for label, measured in (("m\nbest head", found), ("m\nneighbours", neighbours)):
         assert drawn.loc[label, ["value", "low", "high"]].tolist() == pytest.approx(
             [measured.value, measured.interval.low, measured.interval.high]
         )
@@ -656,11 +656,7 @@ def test_d1_middle_layers_mostly_nonpositive(tmp_path):
         )
     fig = d1.figure(tables, {"title": "t", "scale": "test"})
     panels = [ax for ax in fig.axes if ax.get_visible() and not hasattr(ax, "_colorbar")]
-    assert sorted(ax.get_title() for ax in panels) == [
-        "",
-        "The claims: middle third of the layers",
-        "m",
-    ]
+    assert sorted(ax.get_title() for ax in panels) == ["", "The claims", "m"]
     _, claims = claims_for([0.3, 0.4])
     found = claims["D1.middle_layers_nonpositive"]
     assert found.value == pytest.approx(0.35)
@@ -836,9 +832,7 @@ def test_u5_figure_of_five_models_and_the_claim_is_two_rows_of_three(tmp_path):
     fig = u5.figure(tables, {"title": "t", "scale": "test"})
     panels = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
     assert {ax.get_subplotspec().get_geometry()[:2] for ax in panels} == {(2, 3)}
-    assert [ax.get_title() for ax in panels] == [f"{m} (8 events)" for m in models] + [
-        "The claim: NOP early, Broadcast deep"
-    ]
+    assert [ax.get_title() for ax in panels] == [f"{m} (8 events)" for m in models] + ["The claim"]
     claim = tables["claim"].set_index("label").loc["m0"]  # the claim's own value and interval
     found = measured["U5.nop_early_broadcast_deep"]
     assert [claim.value, claim.low, claim.high] == pytest.approx(

@@ -29,6 +29,20 @@ def test_overlapping_text_finds_a_legend_over_text():
     assert plotting.overlapping_text(fig)
 
 
+def test_overlapping_text_finds_crowded_tick_labels_of_one_axis():
+    fig, ax = plotting.figure(width=2.0)
+    ax.plot(range(12), range(12))
+    ax.set_xticks(range(12), [f"a long label {i}" for i in range(12)])
+    assert any(
+        a.startswith("tick") and b.startswith("tick") for a, b in plotting.overlapping_text(fig)
+    )
+    ax.set_xticks(range(0, 12, 4), [f"a long label {i}" for i in range(0, 12, 4)])
+    fig.set_figwidth(8.0)  # room for three
+    assert not any(
+        a.startswith("tick") and b.startswith("tick") for a, b in plotting.overlapping_text(fig)
+    )
+
+
 def test_overlapping_text_reads_subfigures():
     fig = plotting.plt.figure(layout="constrained")
     top, _ = fig.subfigures(2, 1)

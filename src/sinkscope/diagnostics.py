@@ -317,19 +317,22 @@ def models_in(table: pd.DataFrame) -> list[str]:
 
 
 def layer_head_maps(
-    table: pd.DataFrame, value: str, label: str, vmax: float, claim: tuple | None = None
+    table: pd.DataFrame, value: str, label: str, vmax: float, missing: str, claim=None
 ):
-    """Per model, a map of `value` over layers and heads (colour scale 0 to `vmax`); `claim`: a
-    last panel of a claim's values (`plotting.panels_with_data`)."""
+    """Per model with a non-zero `value`, a map of it over layers and heads (colour scale 0 to
+    `vmax`); the models without are named after `missing`; `claim`: a last panel of a claim's
+    values (`plotting.panels_with_data`)."""
     from . import plotting
 
-    has_data = {m: bool(p[value].notna().any()) for m, p in table.groupby("model", sort=False)}
-    fig, axes = plotting.panels_with_data(has_data, f"no {label}", claim=claim)
+    has_data = {m: bool(p[value].fillna(0).any()) for m, p in table.groupby("model", sort=False)}
+    fig, axes = plotting.panels_with_data(has_data, missing, claim=claim)
     for model, ax in axes.items():
         grid = table[table.model == model].pivot(index="layer", columns="head", values=value)
         image = ax.imshow(
             grid.to_numpy(), aspect="auto", origin="lower", cmap="viridis", vmin=0, vmax=vmax
         )
+        ax.set_xticks(range(grid.shape[1]), grid.columns)
+        ax.set_yticks(range(grid.shape[0]), grid.index)
         ax.set(xlabel="head", ylabel="layer", title=model)
         fig.colorbar(image, ax=ax, label=label)
     return fig

@@ -77,21 +77,25 @@ def panels_with_data(
     Returns the figure and {name: its panel (or stack of panels)} for the names with data, in
     their order (the claim's panel already drawn, not among them).
     """
-    if claim is not None:
-        has_data = has_data | {claim[0]: bool(np.isfinite(claim[2].value.astype(float)).any())}
+    valued = claim is not None and bool(np.isfinite(claim[2].value.astype(float)).any())
+    if valued:
+        has_data = has_data | {claim[0]: True}
     drawn = [name for name, found in has_data.items() if found]
     absent = [name for name, found in has_data.items() if not found]
+    said = f"{missing}: {', '.join(absent)}" if absent else ""
+    if claim is not None and not valued:
+        said += ("; " if said else "") + f"{claim[0]}: no value at this scale"
     if not drawn:  # the line under room for a title of up to three lines
         use_style()
         width = max(width, 6.0)
-        line = _absent_line(missing, absent, width)
+        line = _wrapped(said, width)
         fig = plt.figure(figsize=(width, 0.25 * (line.count("\n") + 1) + 1.2))
         fig.supxlabel(line, fontsize="small", va="bottom", y=0.05)
         return fig, {}
     fig, axes = panels(len(drawn), width=width, height=height, rows_per_panel=rows_per_panel)
-    if absent:
+    if said:
         ncols = -(-len(drawn) // -(-len(drawn) // PER_ROW))
-        fig.supxlabel(_absent_line(missing, absent, width * ncols), fontsize="small")
+        fig.supxlabel(_wrapped(said, width * ncols), fontsize="small")
     found = dict(zip(drawn, axes, strict=True))
     if claim is not None and claim[0] in found:
         title, label, rows, reference = claim
@@ -102,30 +106,35 @@ def panels_with_data(
     return fig, found
 
 
-def _absent_line(missing: str, absent: list[str], inches: float) -> str:
-    """`missing: name, name, ...`, wrapped to a figure `inches` wide."""
-    return textwrap.fill(f"{missing}: {', '.join(absent)}", max(40, int(inches * 13)))
+def _wrapped(line: str, inches: float) -> str:
+    """A line of small text wrapped to a figure `inches` wide."""
+    return textwrap.fill(line, max(40, int(inches * 13)))
 
 
-def interval_bars(ax, x, value, low, high, **style):
+def interval_bars(ax, x, value, low, high, horizontal: bool = False, **style):
     """`value` at `x` with error bars from `low` to `high` (intervals the tables computed, never
-    computed here); a point whose interval is undecided (infinite or NaN bounds) is drawn
-    without a bar. Returns the errorbar container (for a legend)."""
+    computed here; `horizontal`: values along the x axis, at heights `x`); a point whose interval
+    is undecided (infinite or NaN bounds) is drawn without a bar. Returns the errorbar container
+    (for a legend)."""
     value, low, high = (np.asarray(a, dtype=float) for a in (value, low, high))
     below, above = value - low, high - value
     below[~np.isfinite(below)], above[~np.isfinite(above)] = 0, 0
+    if horizontal:
+        return ax.errorbar(value, x, xerr=[below, above], capsize=2, **style)
     return ax.errorbar(x, value, yerr=[below, above], capsize=2, **style)
 
 
-def claim_panel(ax, table, title: str, ylabel: str, reference: float | None = None) -> None:
+def claim_panel(ax, table, title: str, label: str, reference: float | None = None) -> None:
     """Claims' values (`table` rows: label, value, low, high, as the tables computed them)
-    with their intervals, side by side, and the `reference` line (e.g. 1 for a ratio)."""
-    interval_bars(ax, table.label, table.value, table.low, table.high, fmt="o")
+    with their intervals, one row each from the top (their labels on the left, `label` the
+    value axis), and the `reference` line (e.g. 1 for a ratio)."""
+    rows = np.arange(len(table))
+    interval_bars(ax, rows, table.value, table.low, table.high, horizontal=True, fmt="o")
     if reference is not None:
-        ax.axhline(reference, ls=":", c="gray")
-    ax.set(ylabel=ylabel, title=title)
-    ax.margins(x=0.5 / max(1, len(table)))  # the outer points off the frame
-    ax.tick_params(axis="x", labelsize=7)
+        ax.axvline(reference, ls=":", c="gray")
+    labels = table.label if len(table) <= 6 else table.label.str.replace("\n", ": ")
+    ax.set_yticks(rows, labels, fontsize=7)  # two lines a label where they have room
+    ax.set(xlabel=label, title=title, ylim=(len(table) - 0.5, -0.5))
 
 
 def training_curves(ax, curves, runs: list[str], label: str | None, title: str) -> None:
@@ -196,52 +205,59 @@ def suptitle(fig, scale: str, exhibit: str, text: str, model: str | None = None)
     fig.suptitle(textwrap.fill(full, width))
 
 
-def _text_boxes(fig) -> list[tuple[str, object]]:
-    """(what, window extent) of every visible, non-empty label, title, legend and free text of a
-    drawn figure, tick labels included (as "tick ...")."""
+def _text_boxes(fig) -> list[tuple[str, object, tuple | None]]:
+    """(what, window extent, tick group) of every visible, non-empty label, title, legend, free
+    text and tick label of a drawn figure; the tick group, None for other text, is (its axis,
+    whether the label is rotated)."""
     renderer = fig.canvas.get_renderer()
     figures, found, boxes = [fig], [], []
     while figures:  # the figure and its subfigures, at any depth
         part = figures.pop()
         figures += part.subfigs
         texts = [part._suptitle, part._supxlabel, part._supylabel, *part.texts]
-        found += [("figure text", t) for t in dict.fromkeys(t for t in texts if t is not None)]
+        found += [("figure text", t, None) for t in dict.fromkeys(t for t in texts if t)]
         boxes += [("legend", legend) for legend in part.legends]
     for ax in fig.axes:
         if not ax.get_visible():
             continue
         titles = [ax.title, ax._left_title, ax._right_title]
-        found += [("title", t) for t in titles]
-        found += [("axis label", ax.xaxis.label), ("axis label", ax.yaxis.label)]
-        found += [("text", t) for t in ax.texts]
+        found += [("title", t, None) for t in titles]
+        found += [("axis label", ax.xaxis.label, None), ("axis label", ax.yaxis.label, None)]
+        found += [("text", t, None) for t in ax.texts]
         if ax.axison:  # ticks of an axes turned off are not drawn
-            drawn = [*ax.xaxis._update_ticks(), *ax.yaxis._update_ticks()]  # those in view
-            found += [("tick", label) for tick in drawn for label in (tick.label1, tick.label2)]
+            for axis in (ax.xaxis, ax.yaxis):  # the ticks in view
+                for tick in axis._update_ticks():
+                    for label in (tick.label1, tick.label2):
+                        found.append(("tick", label, (axis, label.get_rotation() % 90 != 0)))
         if ax.get_legend() is not None:
             boxes.append(("legend", ax.get_legend()))
     visible = [
-        (kind, text) for kind, text in found if text.get_visible() and text.get_text().strip()
+        (kind, text, group)
+        for kind, text, group in found
+        if text.get_visible() and text.get_text().strip()
     ]
-    visible += [(kind, box) for kind, box in boxes if box.get_visible()]
+    visible += [(kind, box, None) for kind, box in boxes if box.get_visible()]
     return [
         (
             f"{kind} {getattr(artist, 'get_text', lambda: '')()!r}"[:80],
             artist.get_window_extent(renderer),
+            group,
         )
-        for kind, artist in visible
+        for kind, artist, group in visible
     ]
 
 
 def overlapping_text(fig, tolerance: float = 1.0) -> list[tuple[str, str]]:
-    """Pairs of text boxes of a figure (labels, titles, legends, free text, tick labels; not two
-    tick labels) whose window extents, as matplotlib draws them, overlap by more than
-    `tolerance` pixels each way. Draws the figure first."""
+    """Pairs of text boxes of a figure (labels, titles, legends, free text, tick labels) whose
+    window extents, as matplotlib draws them, overlap by more than `tolerance` pixels each way;
+    two tick labels only where they are of one axis and upright (the box of a rotated label is
+    wider than its glyphs). Draws the figure first."""
     fig.draw_without_rendering()
     boxes = _text_boxes(fig)
     pairs = []
-    for i, (first, a) in enumerate(boxes):
-        for second, b in boxes[i + 1 :]:
-            if first.startswith("tick") and second.startswith("tick"):
+    for i, (first, a, one) in enumerate(boxes):
+        for second, b, other in boxes[i + 1 :]:
+            if one and other and (one[0] is not other[0] or one[1] or other[1]):
                 continue
             width = min(a.x1, b.x1) - max(a.x0, b.x0)
             height = min(a.y1, b.y1) - max(a.y0, b.y0)
@@ -258,7 +274,7 @@ def text_off_the_figure(fig, tolerance: float = 1.0) -> list[str]:
     edge = fig.bbox
     return [
         what
-        for what, box in _text_boxes(fig)
+        for what, box, _ in _text_boxes(fig)
         if box.x0 < edge.x0 - tolerance
         or box.y0 < edge.y0 - tolerance
         or box.x1 > edge.x1 + tolerance

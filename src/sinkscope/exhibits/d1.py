@@ -86,8 +86,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
     table, histogram = tables["table"], tables["histogram"]
     has_data = {m: bool((histogram.model == m).any()) for m in dx.models_in(table)}
-    title = "The claims: middle third of the layers"
-    claim = (title, "share (mean over the middle layers)", tables["claim"], None)
+    claim = ("The claims", "mean over the middle third", tables["claim"], None)
     fig, panels = plotting.panels_with_data(
         has_data, "no cosine histogram", height=3.0, rows_per_panel=2, claim=claim
     )

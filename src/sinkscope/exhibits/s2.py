@@ -75,10 +75,9 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     table = tables["table"]
-    title = f"The claim: lowest sink rate beyond layer {BOTTOM - 1}"
-    claim = (title, "% of heads sinking (mean over windows)", tables["claim"], None)
+    claim = ("The claim", f"lowest % of heads sinking, layers >= {BOTTOM}", tables["claim"], None)
     fig = dx.layer_head_maps(
-        table, "first_share", "attention share on the first token", vmax=1, claim=claim
+        table, "first_share", "attention share on the first token", 1, "no attention", claim
     )
     plotting.suptitle(fig, settings["scale"], "S2", settings["title"])
     return fig

@@ -118,7 +118,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
 
 PRETRAINING, STREAMING = "Pretraining (same budget)", "Streaming on held-out text"
-RATIO = "The claims: PPL ratio by kept tokens"
+RATIO = "The claims: PPL ratios"
 
 
 # the first token's attention share and the sink rate over training, with the thresholds of

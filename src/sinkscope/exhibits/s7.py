@@ -117,7 +117,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         xlabel="variant", ylabel="PPL (0 initial tokens kept)", title="Streaming without sinks"
     )
     ax_p.tick_params(axis="x", rotation=20)
-    title = "The claims: PPL ratio by kept tokens"
+    title = "The claims: PPL ratios"
     plotting.claim_panel(ax_r, tables["ratios"], title, "PPL ratio", 1)
     plotting.suptitle(fig, settings["scale"], "S7", settings["title"], "byte-level Llama")
     return fig

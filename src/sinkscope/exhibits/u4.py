@@ -24,7 +24,7 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
     )
     claim = [
         dx.over_inputs_per_model(per_input, _events, statistic, name)
-        for statistic, name in ((highest_rate, "best head"), (neighbours_rate, "its neighbours"))
+        for statistic, name in ((highest_rate, "best head"), (neighbours_rate, "neighbours"))
     ]
     return {
         "table": stack({m: dx.head_specialization(h) for m, h in heads.items()}),
@@ -103,9 +103,9 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     table = tables["table"]
-    claim = ("The claims: % of inputs", "% of inputs with a sink event", tables["claim"], None)
+    claim = ("The claims", "% of inputs with a sink event", tables["claim"], None)
     fig = dx.layer_head_maps(
-        table, "pct_relaxed", "% of inputs with a sink event", vmax=100, claim=claim
+        table, "pct_relaxed", "% of inputs with a sink event", 100, "no sink event", claim
     )
     plotting.suptitle(fig, settings["scale"], "U4", settings["title"])
     return fig

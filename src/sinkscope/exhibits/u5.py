@@ -99,7 +99,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     models = dx.models_in(tables["counts"])
-    claim = ("The claim: NOP early, Broadcast deep", "smaller share difference", tables["claim"], 0)
+    claim = ("The claim", "smaller share difference", tables["claim"], 0)
     fig = dx.regime_panels(tables["table"], models, claim)
     plotting.suptitle(fig, settings["scale"], "U5", settings["title"])
     return fig

@@ -57,12 +57,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     models = dx.models_in(tables["counts"])
-    claim = (
-        "The claim: % NOP on registers",
-        "% NOP of register sink events",
-        tables["claim"],
-        None,
-    )
+    claim = ("The claim", "% NOP of register sink events", tables["claim"], None)
     fig = dx.regime_panels(tables["table"], models, claim)
     plotting.suptitle(fig, settings["scale"], "U6", settings["title"])
     return fig
