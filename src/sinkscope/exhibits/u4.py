@@ -136,6 +136,6 @@ CAPTION = r"""
 sink event (relaxed rule). The paper finds heads with sinks on ~80 % of inputs next to heads
 without. Last panel: the claims per model, the best head's rate and the mean rate of the other
 heads of its layer (layers >= 1), each with its 95 % bootstrap interval over the inputs (the head
-chosen again in each resample). Models without a value get no panel; the line below the panels
+chosen again in each resample). Models without a sink event get no map; the line below the panels
 names them.
 """
