@@ -325,9 +325,13 @@ def test_s2_lowest_layer_sink_rate_beyond_the_bottom_two(tmp_path):
     heads.loc[low, "first_mass"] = np.where(
         (heads.loc[low, "head"] == 0) & (heads.loc[low, "sample"] % 3 == 0), 0.6, 0.2
     )
-    _, claims = run(s2, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
+    tables, claims = run(s2, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
     found = claims["S2.initial_tokens_beyond_bottom_two"]
     assert found.value == pytest.approx(20) and "lowest 20.0 (layer 3)" in found.note
+    drawn = tables["claim"].set_index("label").loc["m"]  # the figure's: claim and interval
+    assert [drawn.value, drawn.low, drawn.high] == pytest.approx(
+        [found.value, found.interval.low, found.interval.high]
+    )
     assert verdict("S2.initial_tokens_beyond_bottom_two", found) is False
     _, claims = run(s2, tmp_path, {"heads": {"m": heads_table(n_layers=2)}}, settings_for("m"))
     found = claims["S2.initial_tokens_beyond_bottom_two"]
@@ -388,6 +392,11 @@ def test_u4_most_specialised_head_and_its_neighbours(tmp_path):
     assert found.note == "layer 2, head 0: a sink event on 80.0 % of 20 images"
     assert set(tables["table"].columns) >= {"pct_relaxed", "pct_strict_0.1", "model"}
     assert set(tables["per_input"].layer) == {1, 2} and len(tables["per_input"]) == 160
+    drawn = tables["claim"].set_index("label")  # the figure's: the claims with their intervals
+    for label, measured in (("m\nbest head", found), ("m\nneighbours", neighbours)):
+        assert drawn.loc[label, ["value", "low", "high"]].tolist() == pytest.approx(
+            [measured.value, measured.interval.low, measured.interval.high]
+        )
     # a head on every input is as specialised as one on ~80 %; one on 25 % of the inputs is not
     for n_inputs, value, expected in ((20, 100.0, True), (5, 25.0, False)):
         one = {(2, 0): (0, "NOP")}
@@ -528,6 +537,10 @@ def test_u6_share_of_register_sinks_that_are_nop(tmp_path):
     assert scorecard_verdict("U6.registers_mostly_nop", claims) == scorecard.REPLICATED
     assert set(tables["table"].location) == {"register"}
     assert tables["per_input"][dx.CLASSES].sum().tolist() == [18, 2, 0]
+    drawn = tables["claim"].set_index("label").loc["m"]  # the figure's: the claim and interval
+    assert [drawn.value, drawn.low, drawn.high] == pytest.approx(
+        [found.value, found.interval.low, found.interval.high]
+    )
     # mostly Broadcast on the registers
     sinks[(1, 0)] = (2, "Broadcast")
     heads = heads_table(n_samples=10, n_layers=6, sinks=sinks, inputs={(3, 1): 2, (5, 0): 2})
@@ -636,6 +649,14 @@ def test_d1_middle_layers_mostly_nonpositive(tmp_path):
     assert scorecard_verdict("D1.middle_layers_nonpositive", claims) == scorecard.REPLICATED
     assert tables["histogram"]["count"].sum() == 8 and len(tables["per_input"]) == 60
     assert tables["per_input"].set_index(["sample", "layer"]).first_share.loc[(0, 1)] == 0.1
+    drawn = tables["claim"].set_index("label")  # the figure's: the claims with their intervals
+    for label, measured in (("m\ncos <= 0", found), ("m\nalpha", control)):
+        assert drawn.loc[label, ["value", "low", "high"]].tolist() == pytest.approx(
+            [measured.value, measured.interval.low, measured.interval.high]
+        )
+    fig = d1.figure(tables, {"title": "t", "scale": "test"})
+    panels = [ax for ax in fig.axes if ax.get_visible() and not hasattr(ax, "_colorbar")]
+    assert sorted(ax.get_title() for ax in panels) == ["", "The claims", "m"]
     _, claims = claims_for([0.3, 0.4])
     found = claims["D1.middle_layers_nonpositive"]
     assert found.value == pytest.approx(0.35)
@@ -803,29 +824,38 @@ def test_d3_figure_draws_each_condition(tmp_path):
     assert labels == ["as trained", "sink heads uniform", "as many random other heads uniform"]
 
 
-def test_u5_figure_of_six_models_is_two_rows_of_three(tmp_path):
-    models = [f"m{i}" for i in range(6)]
+def test_u5_figure_of_five_models_and_the_claim_is_two_rows_of_three(tmp_path):
+    models = [f"m{i}" for i in range(5)]
     heads = heads_table(n_layers=6, sinks={(1, 0): (0, "NOP"), (5, 1): (3, "Broadcast")})
     extracted = {"heads": dict.fromkeys(models, heads)}
-    tables, _ = run(u5, tmp_path, extracted, settings_for(*models), claim_model="m0")
+    tables, measured = run(u5, tmp_path, extracted, settings_for(*models), claim_model="m0")
     fig = u5.figure(tables, {"title": "t", "scale": "test"})
     panels = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
     assert {ax.get_subplotspec().get_geometry()[:2] for ax in panels} == {(2, 3)}
-    assert [ax.get_title() for ax in panels] == [f"{m} (8 events)" for m in models]
+    assert [ax.get_title() for ax in panels] == [f"{m} (8 events)" for m in models] + ["The claim"]
+    claim = tables["claim"].set_index("label").loc["m0"]  # the claim's own value and interval
+    found = measured["U5.nop_early_broadcast_deep"]
+    assert [claim.value, claim.low, claim.high] == pytest.approx(
+        [found.value, found.interval.low, found.interval.high]
+    )
 
 
 @pytest.mark.parametrize("exhibit", [u3, u5])
-def test_a_model_without_sink_events_has_a_panel_that_says_so(tmp_path, exhibit):
+def test_a_model_without_sink_events_has_no_panel_and_is_named_below(tmp_path, exhibit):
     sinks = {(1, 0): (0, "NOP"), (5, 1): (3, "Broadcast")}
     extracted = {"heads": {"m": heads_table(n_layers=6, sinks=sinks), "n": heads_table(sinks={})}}
     tables, _ = run(exhibit, tmp_path, extracted, settings_for("m", "n"))
     fig = exhibit.figure(tables, {"title": "t", "scale": "test"})
-    drawn, empty = (ax for ax in fig.axes if ax.get_subplotspec() is not None)
-    assert empty.get_title() == "n" and drawn.get_title().startswith("m")
-    (said,) = empty.texts
-    assert said.get_text().replace("\n", " ").startswith("no counted sink events")
-    assert not empty.get_xticks().size and not empty.get_yticks().size
-    assert not drawn.texts and drawn.get_xticks().size
+    (drawn,) = (
+        ax
+        for ax in fig.axes
+        if ax.get_subplotspec() is not None and not ax.get_title().startswith("The claim")
+    )
+    assert drawn.get_title().startswith("m") and not drawn.texts
+    assert (
+        fig.get_supxlabel().startswith("no counted sink events")
+        and fig.get_supxlabel()[-3:] == ": n"
+    )
 
 
 def test_panels_keep_stacks_together_and_hide_the_rest():

@@ -526,3 +526,28 @@ def test_nll_blocks_keep_the_positions_after_the_first_cache():
     few = nll_blocks({"condition": condition[position == 20], "reference": reference}, 8, 4)
     assert ppl_ratio(few)[0] == pytest.approx(np.exp(shift[19]))
     assert ppl_ratio(few)[1].low == -np.inf  # one block: nothing to resample
+
+
+def test_binned_log_ppl_bins_from_the_cache_and_bootstraps_over_the_claims_blocks():
+    """Bins of 4 positions from position cache + 1 = 5 (positions 1-4 the bin before), each
+    with its interval over its blocks of 2: a bin of equal blocks has no spread, a bin of one
+    scored position (re-computation) has no interval."""
+    from sinkscope.streaming.exhibit_tables import binned_log_ppl, ppl_interval
+
+    nll = pd.DataFrame(
+        {"model": "m", "condition": "0+4", "position": range(1, 13),
+         "nll": [1.0] * 4 + [2.0, 2.0, 2.0, 2.0] + [1.0, 1.0, 3.0, 3.0]}
+    )  # fmt: skip
+    sparse = pd.DataFrame(
+        {"model": "m", "condition": "recompute 4", "position": [5, 9], "nll": 0.5}
+    )
+    curve = binned_log_ppl(pd.concat([nll, sparse]), cache=4, bin_tokens=4, block=2)
+    window = curve[curve.condition == "0+4"]
+    assert window.position.tolist() == [2.5, 6.5, 10.5]
+    assert window.log_ppl.tolist() == pytest.approx([1, 2, 2])
+    assert window[["low", "high"]].iloc[1].tolist() == pytest.approx([2, 2])
+    assert window.low.iloc[2] == pytest.approx(1) and window.high.iloc[2] == pytest.approx(3)
+    recompute = curve[curve.condition == "recompute 4"]
+    assert recompute.tokens.tolist() == [1, 1] and np.isinf(recompute.high).all()
+    bounds = ppl_interval(nll, cache=4, block=2)  # 4 blocks after the cache: NLL 2, 2, 1, 3
+    assert math.exp(1) < bounds["full_cache_low"] < math.exp(2) < bounds["full_cache_high"]

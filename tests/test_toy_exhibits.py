@@ -503,7 +503,10 @@ def test_training_curves_draw_one_line_per_run():
     plotting.training_curves(ax, curves, ["width", "seed"], "d={width}, seed {seed}", "curves")
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels == ["d=8, seed 0", "d=8, seed 1", "d=16, seed 0", "d=16, seed 1"]
-    assert ax.get_yscale() == "log" and ax.get_legend() is not None
+    assert ax.get_yscale() == "linear" and ax.get_legend() is not None  # within a decade
+    fig, ax = plt.subplots()
+    plotting.training_curves(ax, curves.assign(eval_loss=[1.0, 0.05] * 4), ["seed"], None, "c")
+    assert ax.get_yscale() == "log"  # over more than a decade
     fig, ax = plt.subplots()
     plotting.training_curves(ax, curves, ["width", "seed"], None, "curves")
     assert len(ax.get_lines()) == 4 and ax.get_legend() is None

@@ -201,6 +201,24 @@ def over_inputs(
     return statistic(*arrays), bootstrap(statistic, *arrays, unit=unit)
 
 
+def over_inputs_per_model(
+    per_input: pd.DataFrame,
+    counts_of: Callable[[pd.DataFrame], np.ndarray],
+    statistic: Callable[[np.ndarray], float],
+    name: str = "",
+) -> pd.DataFrame:
+    """Figures of claims bootstrapped over inputs (S2, U4-U6): per model of a stacked per-input
+    table, a claim's `statistic` of its counts (`counts_of` the model's rows) with its bootstrap
+    interval over the inputs (`over_inputs`, as the claim computes it): label (the model, and
+    `name` where given), value, low, high."""
+    rows = []
+    for model, part in per_input.groupby("model", sort=False):
+        value, interval = over_inputs(statistic, counts_of(part), unit="inputs")
+        label = f"{model}\n{name}" if name else model
+        rows.append({"label": label, "value": value, "low": interval.low, "high": interval.high})
+    return pd.DataFrame(rows, columns=["label", "value", "low", "high"])
+
+
 def per_input(n_events: int, n_inputs: int, unit: str) -> tuple[float, Interval]:
     """U5, U6: sink events per input (image, text window) and the exact Poisson interval of that
     rate."""
@@ -315,34 +333,38 @@ def models_in(table: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(table.model))
 
 
-def layer_head_maps(table: pd.DataFrame, value: str, label: str, vmax: float):
-    """Per model, a map of `value` over layers and heads (colour scale 0 to `vmax`)."""
+def layer_head_maps(
+    table: pd.DataFrame, value: str, label: str, vmax: float, missing: str, claim=None
+):
+    """Per model with a non-zero `value`, a map of it over layers and heads (colour scale 0 to
+    `vmax`); the models without are named after `missing`; `claim`: a last panel of a claim's
+    values (`plotting.panels_with_data`)."""
     from . import plotting
 
-    models = models_in(table)
-    fig, axes = plotting.panels(len(models))
-    for ax, model in zip(axes, models, strict=True):
+    has_data = {m: bool(p[value].fillna(0).any()) for m, p in table.groupby("model", sort=False)}
+    fig, axes = plotting.panels_with_data(has_data, missing, claim=claim)
+    for model, ax in axes.items():
         grid = table[table.model == model].pivot(index="layer", columns="head", values=value)
         image = ax.imshow(
             grid.to_numpy(), aspect="auto", origin="lower", cmap="viridis", vmin=0, vmax=vmax
         )
+        ax.set_xticks(range(grid.shape[1]), grid.columns)
+        ax.set_yticks(range(grid.shape[0]), grid.index)
         ax.set(xlabel="head", ylabel="layer", title=model)
         fig.colorbar(image, ax=ax, label=label)
     return fig
 
 
-def regime_panels(found: pd.DataFrame, models: list[str]):
-    """Per model, its sink events by value-norm ratio (log) and stable rank, coloured by layer,
-    with the NOP and Broadcast thresholds."""
+def regime_panels(found: pd.DataFrame, models: list[str], claim: tuple | None = None):
+    """Per model with sink events, its events by value-norm ratio (log) and stable rank,
+    coloured by layer, with the NOP and Broadcast thresholds; the models without are named
+    below the panels. `claim`: a last panel of a claim's values (`plotting.panels_with_data`)."""
     from . import plotting
 
-    fig, axes = plotting.panels(len(models))
-    for ax, model in zip(axes, models, strict=True):
+    has_events = {model: bool((found.model == model).any()) for model in models}
+    fig, axes = plotting.panels_with_data(has_events, "no counted sink events", claim=claim)
+    for model, ax in axes.items():
         part = found[found.model == model]
-        if part.empty:
-            ax.set_title(model)
-            plotting.say_empty(ax, "no counted sink events")
-            continue
         points = ax.scatter(part.ratio_out, part.srank, c=part.layer, s=8, cmap="plasma")
         ax.axvline(metrics.NOP_MAX_RATIO, color="grey", ls="--", lw=0.8)
         ax.axvline(metrics.BROADCAST_MIN_RATIO, color="grey", ls=":", lw=0.8)

@@ -18,19 +18,52 @@ from . import Measured, read_tables, stack
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     models = settings["models"]
     layers, heads = read_tables(inputs["layers"], models), read_tables(inputs["heads"], models)
+    per_input = stack({m: dx.per_input_cosine(t, heads[m]) for m, t in layers.items()})
+    claim = [
+        dx.over_inputs_per_model(per_input, _in_middle(column), _mean, name)
+        for _, column, _, name in CLAIMS
+    ]
     return {
         "table": stack({m: dx.first_cosine(table) for m, table in layers.items()}),
         "histogram": stack(read_tables(inputs["cosine"], models)),
-        "per_input": stack({m: dx.per_input_cosine(t, heads[m]) for m, t in layers.items()}),
+        "per_input": per_input,
+        "claim": pd.concat(claim, ignore_index=True),
     }
+
+
+# claim id, column of the per-window grid, what it measures, its label in the figure
+CLAIMS = (
+    ("D1.middle_layers_nonpositive", 0, "share of tokens with cos(h_first, h_t) <= 0", "cos <= 0"),
+    ("D1.middle_first_token_share", 1, "first token's attention share (mean over heads)", "alpha"),
+)
+
+
+def _grids(per_input: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """One model's (windows, layers, [nonpositive share, first-token share]) and the indices of
+    its middle third of layers."""
+    grids = dx.grid(per_input, ["sample", "layer"], ["nonpositive_share", "first_share"])
+    layer = pd.Series(np.arange(grids.shape[1]))
+    return grids, layer[dx.third(layer, 1)].to_numpy()
+
+
+def _in_middle(column: int):
+    """The values of one grid column over the middle third of the layers, (windows, layers)."""
+
+    def values(per_input: pd.DataFrame) -> np.ndarray:
+        grids, middle = _grids(per_input)
+        return grids[:, middle, column]
+
+    return values
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if values.size else float("nan")
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
     per_input = tables["per_input"][tables["per_input"].model == model]
-    grids = dx.grid(per_input, ["sample", "layer"], ["nonpositive_share", "first_share"])
-    layer = pd.Series(np.arange(grids.shape[1]))
-    middle = layer[dx.third(layer, 1)].to_numpy()
+    grids, middle = _grids(per_input)
     if not len(middle):
         note = f"no middle third in {grids.shape[1]} layers"
         interval = undecided(len(grids), "bootstrap over windows")
@@ -40,13 +73,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         )
     span = f"{dx.layer_span(middle)} (middle third of {grids.shape[1]})"
     found = {}
-    for claim, column, what in (
-        ("D1.middle_layers_nonpositive", 0, "share of tokens with cos(h_first, h_t) <= 0"),
-        ("D1.middle_first_token_share", 1, "first token's attention share (mean over heads)"),
-    ):
-        value, interval = dx.over_inputs(
-            lambda x: float(x.mean()), grids[:, middle, column], unit="windows"
-        )
+    for claim, column, what, _ in CLAIMS:
+        value, interval = dx.over_inputs(_mean, grids[:, middle, column], unit="windows")
         note = f"{what} over {span}: {value:.2f}, {len(grids)} windows"
         found[claim] = Measured(value, model, note, interval)
     return found
@@ -57,9 +85,12 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     table, histogram = tables["table"], tables["histogram"]
-    models = dx.models_in(table)
-    fig, panels = plotting.panels(len(models), height=3.0, rows_per_panel=2)
-    for (ax, ax_share), model in zip(panels, models, strict=True):
+    has_data = {m: bool((histogram.model == m).any()) for m in dx.models_in(table)}
+    claim = ("The claims", "mean over the middle third", tables["claim"], None)
+    fig, panels = plotting.panels_with_data(
+        has_data, "no cosine histogram", height=3.0, rows_per_panel=2, claim=claim
+    )
+    for model, (ax, ax_share) in panels.items():
         grid = histogram[histogram.model == model].pivot(
             index="bin_low", columns="layer", values="count"
         )
@@ -76,7 +107,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax_share.plot(summary.layer, summary.nonpositive_share, "o-")
         ax_share.axhline(0.5, color="grey", ls="--", lw=0.8)
         ax_share.set(xlabel="layer", ylabel="share with cos <= 0", ylim=(0, 1))
-    fig.suptitle(plotting.title(settings["scale"], "D1", settings["title"], ", ".join(models)))
+    plotting.suptitle(fig, settings["scale"], "D1", settings["title"])
     return fig
 
 
@@ -100,6 +131,9 @@ Gu et al. 2024 (`metrics.SINK_RATE_EPS`).
 
 CAPTION = r"""
 **D1, half-space condition.** Top: the distribution of cos(h_first, h_t) over the other tokens t,
-per layer (hidden state entering the layer). Bottom: the share of tokens with a non-positive
-cosine; the Sink-vs-diagonal paper predicts it to be high in the middle layers.
+per layer (hidden state entering the layer). Bottom: the share of tokens with a non-positive cosine;
+the Sink-vs-diagonal paper predicts it to be high in the middle layers. Models without a histogram
+get no panel; the line below the panels names them. Last panel: the claims per model, the share
+with cos <= 0 and the first token's attention share alpha over the middle third of the layers, each
+with its 95 % bootstrap interval over the windows.
 """

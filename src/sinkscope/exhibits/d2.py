@@ -118,13 +118,12 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     )
     ax_deep.xaxis.get_major_locator().set_params(integer=True)
     ax_deep.legend(fontsize=7)
-    fig.suptitle(
-        plotting.title(
-            settings["scale"],
-            "D2",
-            settings["title"],
-            f"{_model(settings['recipe'])}, {table.instance.nunique()} random instances",
-        )
+    plotting.suptitle(
+        fig,
+        settings["scale"],
+        "D2",
+        settings["title"],
+        f"{_model(settings['recipe'])}, {table.instance.nunique()} random instances",
     )
     return fig
 

@@ -137,14 +137,18 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     table, intervention = tables["table"], tables["intervention"]
-    models = dx.models_in(table)
-    fig, panels = plotting.panels(len(models), height=3.0, rows_per_panel=2)
+    has_data = {
+        m: bool(((table.model == m) & (table.layer >= 1)).any()) for m in dx.models_in(table)
+    }
+    fig, panels = plotting.panels_with_data(
+        has_data, "no head past the first layer", height=3.0, rows_per_panel=2
+    )
     labels = {
         "original": ("o-", "as trained"),
         "sink": ("s-", "sink heads uniform"),
         "random": ("^--", "as many random other heads uniform"),
     }
-    for (ax, ax_rise), model in zip(panels, models, strict=True):
+    for model, (ax, ax_rise) in panels.items():
         part = (
             table[(table.model == model) & (table.layer >= 1)]
             .groupby(["layer", "head"], as_index=False)[["entropy", "delta_similarity"]]
@@ -165,7 +169,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
                 ax_rise.plot(means[condition].index, means[condition], style, label=label)
         ax_rise.set(xlabel="layer (output of)", ylabel="token similarity")
         ax_rise.legend(fontsize=7)
-    fig.suptitle(plotting.title(settings["scale"], "D3", settings["title"], ", ".join(models)))
+    plotting.suptitle(fig, settings["scale"], "D3", settings["title"])
     return fig
 
 
@@ -213,5 +217,6 @@ CAPTION = r"""
 right) against the change of mean pairwise token cosine that the head's update causes. Bottom:
 token similarity per layer as trained, with the sink heads' attention replaced by uniform
 attention over the visible keys, and with as many random other heads made uniform (the negative
-control, mean over its seeded draws).
+control, mean over its seeded draws). Models without heads past the first layer get no panel;
+the line below the panels names them.
 """

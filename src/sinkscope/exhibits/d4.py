@@ -161,16 +161,17 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     axes[2].axhline(CANCEL_MAX_INDEX, ls=":", c="gray", label="cancellation bounds 0.5")
     axes[2].set(xlabel="seed", ylabel="ratio", title="Zero by sink or by cancelling?")
     axes[2].legend(fontsize=7)
+    for ax in axes[:3]:
+        ax.set_xticks(s.seed)  # one tick per seed, not a continuous scale
     plotting.training_curves(
         axes[3], tables["curves"], ["seed"], None, "Training curves (every seed)"
     )
-    fig.suptitle(
-        plotting.title(
-            settings["scale"],
-            "D4",
-            f"{settings['title']}: where the off queries attend",
-            _model(settings["recipe"]),
-        )
+    plotting.suptitle(
+        fig,
+        settings["scale"],
+        "D4",
+        f"{settings['title']}: where the off queries attend",
+        _model(settings["recipe"]),
     )
     return fig
 

@@ -129,7 +129,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     axes[1].legend(fontsize=7)
     runs = ["T", "width", "weight_decay", "seed"]
     plotting.training_curves(axes[2], tables["curves"], runs, None, "Training curves (all runs)")
-    fig.suptitle(plotting.title(settings["scale"], "D5", settings["title"], MODEL))
+    plotting.suptitle(fig, settings["scale"], "D5", settings["title"], MODEL)
     return fig
 
 

@@ -353,7 +353,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         fitted = fits[np.logical_and.reduce([fits[c] == v for c, v in where.items()])]
         _loglog(ax, sub, fitted)
         ax.set(xlabel="context length T", ylabel=f"least norm of {matrix}", title=title)
-    fig.suptitle(plotting.title(settings["scale"], "D6", settings["title"], SETTING))
+    plotting.suptitle(fig, settings["scale"], "D6", settings["title"], SETTING)
     return fig
 
 

@@ -299,7 +299,11 @@ EXHIBITS: dict[str, Exhibit] = {
             },
         ),
         _diagnostics(
-            "S2", "where attention goes", ("table", "per_input"), ("heads",), modality="text"
+            "S2",
+            "where attention goes",
+            ("table", "per_input", "claim"),
+            ("heads",),
+            modality="text",
         ),
         _diagnostics(
             "U3",
@@ -309,11 +313,13 @@ EXHIBITS: dict[str, Exhibit] = {
             events=True,
             extends=True,
         ),
-        _diagnostics("U4", "head specialization", ("table", "per_input"), ("heads",), extends=True),
+        _diagnostics(
+            "U4", "head specialization", ("table", "per_input", "claim"), ("heads",), extends=True
+        ),
         _diagnostics(
             "U5",
             "dual regimes of sink events",
-            ("table", "counts", "per_input"),
+            ("table", "counts", "per_input", "claim"),
             ("heads",),
             events=True,
             extends=True,
@@ -321,7 +327,7 @@ EXHIBITS: dict[str, Exhibit] = {
         _diagnostics(
             "U6",
             "sinks on registers",
-            ("table", "counts", "per_input"),
+            ("table", "counts", "per_input", "claim"),
             ("heads",),
             registers=True,
             events=True,
@@ -341,7 +347,7 @@ EXHIBITS: dict[str, Exhibit] = {
         _diagnostics(
             "D1",
             "half-space condition: cosine to the first token",
-            ("table", "histogram", "per_input"),
+            ("table", "histogram", "per_input", "claim"),
             ("layers", "cosine", "heads"),
             modality="text",
         ),
@@ -371,7 +377,7 @@ EXHIBITS: dict[str, Exhibit] = {
         _streaming_ppl(
             "S3",
             "streaming perplexity under cache policies",
-            ("ppl", "curve", "blocks"),
+            ("ppl", "curve", "blocks", "recomputed"),
             {
                 "bin_tokens": "streaming.ppl.bin_tokens",
                 "block_tokens": "streaming.ppl.block_tokens",
@@ -395,14 +401,14 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="S6",
             title="pretraining with a sink token",
-            tables=("ppl", "windows", "history", "emergence"),
+            tables=("ppl", "windows", "history", "emergence", "ratios"),
             inputs=lambda plan: {"ppl": LM_EVAL["ppl"], "histories": _lm_histories(plan)},
             claim_settings=SINK_LM_LABEL,
         ),
         Exhibit(
             id="S7",
             title="a learned sink logit",
-            tables=("attention", "ppl", "windows"),
+            tables=("attention", "ppl", "windows", "ratios"),
             inputs=lambda plan: dict(LM_EVAL),
             claim_settings=SINK_LM_LABEL,
         ),
@@ -458,7 +464,7 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="S8",
             title="high-norm tokens with and without registers",
-            tables=("shares", "images", "histogram", "maps"),
+            tables=("shares", "images", "outliers", "histogram", "maps"),
             inputs=lambda plan: {
                 "norms": _per_model(Plan.s8_pairs, "results/mitigation/norms/{model}.parquet")(
                     plan

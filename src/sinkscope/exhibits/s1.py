@@ -114,7 +114,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     ax_n.bar_label(bars, fmt="%.2f")
     ax_n.margins(y=0.12)
     ax_n.set(ylabel="||weights @ values||", title="Output norm")
-    fig.suptitle(plotting.title(settings["scale"], "S1", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "S1", settings["title"])
     return fig
 
 

@@ -28,15 +28,23 @@ def per_input(heads: pd.DataFrame) -> pd.DataFrame:
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     heads = read_tables(inputs["heads"], settings["models"])
+    found = stack({m: per_input(h) for m, h in heads.items()})
     return {
         "table": stack({m: dx.first_token_share(h) for m, h in heads.items()}),
-        "per_input": stack({m: per_input(h) for m, h in heads.items()}),
+        "per_input": found,
+        "claim": dx.over_inputs_per_model(found, _beyond, lowest),
     }
 
 
 def lowest(rates: np.ndarray) -> float:
-    """The lowest over layers of the mean over windows, from rates (windows, layers)."""
-    return float(rates.mean(0).min())
+    """The lowest over layers of the mean over windows, from rates (windows, layers); NaN
+    without a layer."""
+    return float(rates.mean(0).min()) if rates.shape[1] else float("nan")
+
+
+def _beyond(per_input: pd.DataFrame) -> np.ndarray:
+    """Sink rates (windows, layers beyond the bottom `BOTTOM`) of one model, %."""
+    return dx.grid(per_input, ["sample", "layer"], "sink_rate")[:, BOTTOM:]
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
@@ -50,7 +58,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         note = f"{n_layers} layers: none beyond the bottom {BOTTOM}"
         interval = undecided(n_windows, "bootstrap over windows")
         return {claim: Measured(float("nan"), model, note, interval)}
-    beyond = rates[:, BOTTOM:]
+    beyond = _beyond(part)
     value, interval = dx.over_inputs(lowest, beyond, unit="windows")
     means, first = beyond.mean(0), shares[:, BOTTOM:].mean(0)
     note = (
@@ -67,9 +75,11 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     table = tables["table"]
-    fig = dx.layer_head_maps(table, "first_share", "attention share on the first token", vmax=1)
-    names = ", ".join(dx.models_in(table))
-    fig.suptitle(plotting.title(settings["scale"], "S2", settings["title"], names))
+    claim = ("The claim", f"lowest % of heads sinking, layers >= {BOTTOM}", tables["claim"], None)
+    fig = dx.layer_head_maps(
+        table, "first_share", "attention share on the first token", 1, "no attention", claim
+    )
+    plotting.suptitle(fig, settings["scale"], "S2", settings["title"])
     return fig
 
 
@@ -103,5 +113,8 @@ CAPTION = r"""
 of the first token (alpha, averaged over the queries that see it and over the text windows) per
 layer and head; a head is a sink head in a window when its alpha exceeds 0.3 (Gu et al.).
 StreamingLLM reports that in Llama-2 all layers beyond the bottom two concentrate their attention
-on the initial tokens.
+on the initial tokens. Models without a value get no panel; the line below the panels names
+them. Last panel: the claim per model, the lowest sink rate (% of a layer's heads with alpha >
+0.3, mean over the windows) of the layers beyond the bottom two, with its 95 % bootstrap interval
+over the windows.
 """

@@ -20,10 +20,12 @@ from ..streaming.exhibit_tables import (
     GAP_SHARE,
     PPL_RATIO,
     ROLES,
+    binned_log_ppl,
     full_cache,
     measure_blocks,
     nll_blocks,
     ppl,
+    ppl_interval,
     read_nll,
 )
 from . import Measured
@@ -61,9 +63,10 @@ def _comparisons(conditions, cache: int, sinks: int) -> dict[str, tuple[str, dic
     }
 
 
-def _ppl_table(nll: pd.DataFrame, cache: int) -> pd.DataFrame:
+def _ppl_table(nll: pd.DataFrame, cache: int, block: int) -> pd.DataFrame:
     """Per model and condition: PPL over the whole text it scored, over the positions after the
-    first `cache` (the cache full) and over those of them that re-computation scored."""
+    first `cache` (the cache full; with its bootstrap bounds over the claims' blocks of `block`
+    positions, for the figure) and over those of them that re-computation scored."""
     rows = []
     for model, frame in nll.groupby("model", sort=False):
         at = set(frame[frame.condition == _recompute_condition(frame.condition.unique())].position)
@@ -78,6 +81,7 @@ def _ppl_table(nll: pd.DataFrame, cache: int) -> pd.DataFrame:
                     "ppl": ppl(part),
                     "full_cache_tokens": len(full),
                     "ppl_full_cache": ppl(full) if len(full) else np.nan,
+                    **ppl_interval(part, cache, block),
                     "ppl_at_recompute_positions": ppl(matched) if len(matched) else np.nan,
                 }
             )
@@ -96,21 +100,13 @@ def _blocks_table(nll: pd.DataFrame, cache: int, sinks: int, block: int) -> pd.D
     return pd.concat(frames, ignore_index=True)
 
 
-def _curve(nll: pd.DataFrame, bin_tokens: int) -> pd.DataFrame:
-    """log-PPL (mean NLL) per bin of text positions, per model and condition."""
-    binned = nll.assign(bin=(nll.position - 1) // bin_tokens)
-    out = binned.groupby(["model", "condition", "bin"], sort=False).nll.agg(["mean", "size"])
-    out = out.reset_index().rename(columns={"mean": "log_ppl", "size": "tokens"})
-    out["position"] = (out.bin + 0.5) * bin_tokens
-    return out.drop(columns="bin")
-
-
 def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     nll = read_nll(inputs["nll"])
     cache, sinks = settings["cache"], settings["newline_sinks"]
     return {
-        "ppl": _ppl_table(nll, cache),
-        "curve": _curve(nll, settings["bin_tokens"]),
+        "ppl": _ppl_table(nll, cache, settings["block_tokens"]),
+        "curve": binned_log_ppl(nll, cache, settings["bin_tokens"], settings["block_tokens"]),
+        "recomputed": nll[nll.condition.str.startswith("recompute")][["model", "position"]],
         "blocks": _blocks_table(nll, cache, sinks, settings["block_tokens"]),
     }
 
@@ -132,28 +128,41 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
+    """Per model, each condition's log PPL per bin of text positions with its bootstrap interval
+    over the claims' blocks, the re-computed positions marked below."""
     from .. import plotting
 
     curves, table, cache = tables["curve"], tables["ppl"], settings["cache"]
-    models = list(dict.fromkeys(curves.model))
-    fig, axes = plotting.panels(len(models), width=8.0 if len(models) == 1 else 5.0)
-    for ax, model in zip(axes, models, strict=True):
+    has_data = {
+        m: bool(part.log_ppl.notna().any()) for m, part in curves.groupby("model", sort=False)
+    }
+    fig, axes = plotting.panels_with_data(
+        has_data, "no scored positions", width=8.0 if len(has_data) == 1 else 5.5, height=3.8
+    )
+    recomputed = tables["recomputed"]
+    for model, ax in axes.items():
         part = curves[curves.model == model]
-        ppls = table[table.model == model].set_index("condition").ppl
+        rows = table[table.model == model].set_index("condition")
         for condition, line in part.groupby("condition", sort=False):
-            style = "o" if condition.startswith("recompute") else "-"
-            ax.plot(
-                line.position,
-                line.log_ppl,
-                style,
-                ms=3,
-                label=f"{condition} (PPL {ppls[condition]:.1f})",
+            row = rows.loc[condition]
+            label = (
+                f"{condition}: PPL {row.ppl_full_cache:.1f} "
+                f"[{row.full_cache_low:.1f}, {row.full_cache_high:.1f}]"
             )
+            recompute = condition.startswith("recompute")
+            plotting.interval_bars(
+                ax, line.position, line.log_ppl, line.low, line.high,
+                fmt="s--" if recompute else "o-", ms=3, label=label,
+            )  # fmt: skip
+        marks = recomputed[recomputed.model == model].position
+        ax.plot(marks, np.full(len(marks), 0.03), "|", c="black", ms=8,
+                transform=ax.get_xaxis_transform(), label="re-computed positions")  # fmt: skip
         ax.axvline(cache, color="grey", ls=":", lw=1)
         ax.set(xlabel="text position (tokens)", ylabel="log PPL (mean NLL per bin)", title=model)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, title=f"PPL after the first {cache} [95 % bootstrap]",
+                  title_fontsize=7)  # fmt: skip
     text = f"{settings['title']}, cache {cache}"
-    fig.suptitle(plotting.title(settings["scale"], "S3", text, ", ".join(models)))
+    plotting.suptitle(fig, settings["scale"], "S3", text)
     return fig
 
 
@@ -221,8 +230,14 @@ positions) of each pretrained LM streamed over long text (default: the Austen co
 PG19) with a cache of C tokens: window attention (0+C), StreamingLLM (4 initial + C-4 recent,
 positions by cache order, RoPE re-applied), the same with 4 newline tokens in place of the
 initial tokens (nl+), the full cache (first tokens only) and the sliding window with
-re-computation (dots: scored every n-th position). The dotted line marks C: before it every
-policy keeps every token, and the claims are read after it. Legend: PPL of each condition over
-its own positions (the paper's metric). Computed by the exact chunked evaluation (equal to the
+re-computation (squares, dashed: scored every
+{{ snakemake.config.streaming.ppl.recompute_every }}-th position, marked by ticks at the
+bottom), all in the same bins of {{ snakemake.config.streaming.ppl.bin_tokens }} positions
+counted from C + 1. Error bars: 95 % bootstrap intervals over the bin's blocks of
+{{ snakemake.config.streaming.ppl.block_tokens }} positions, the resampling of the claims (none
+for a bin of one block). The dotted line marks C: before it every policy keeps every token, and
+the claims are read after it. Legend: PPL of each condition over its positions after the first C
+with the same bootstrap interval; the paper's metric, over all positions, is in
+``results/S3/ppl.parquet``. Computed by the exact chunked evaluation (equal to the
 token-by-token loop within 1e-4 NLL, tests/test_streaming.py).
 """

@@ -23,6 +23,7 @@ from ..streaming.exhibit_tables import (
     measure_blocks,
     nll_blocks,
     ppl,
+    ppl_interval,
     read_nll,
 )
 from . import Measured
@@ -57,9 +58,10 @@ def _scored(frame: pd.DataFrame, cache: int, sinks: list[int]) -> dict[int, pd.D
     return {k: part[part.condition == name] for k, name in names.items()}
 
 
-def _sinks_table(nll: pd.DataFrame, cache: int, sinks: list[int]) -> pd.DataFrame:
+def _sinks_table(nll: pd.DataFrame, cache: int, sinks: list[int], block: int) -> pd.DataFrame:
     """Per model and number of initial tokens kept: PPL on the positions all of them scored,
-    and on those after the first `cache` (the cache full)."""
+    and on those after the first `cache` (the cache full; with its bootstrap bounds over the
+    claims' blocks of `block` positions, for the figure)."""
     rows = []
     for model, frame in nll.groupby("model", sort=False):
         for k, sel in _scored(frame, cache, sinks).items():
@@ -73,6 +75,7 @@ def _sinks_table(nll: pd.DataFrame, cache: int, sinks: list[int]) -> pd.DataFram
                     "ppl": ppl(sel),
                     "full_cache_tokens": len(full),
                     "ppl_full_cache": ppl(full) if len(full) else np.nan,
+                    **ppl_interval(sel, cache, block),
                 }
             )
     return pd.DataFrame(rows)
@@ -95,7 +98,7 @@ def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.D
     nll = read_nll(inputs["nll"])
     cache, sinks = settings["cache"], settings["sinks"]
     return {
-        "ppl": _sinks_table(nll, cache, sinks),
+        "ppl": _sinks_table(nll, cache, sinks, settings["block_tokens"]),
         "blocks": _blocks_table(nll, cache, sinks, settings["block_tokens"]),
     }
 
@@ -117,32 +120,23 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
+    """Per model, PPL by initial tokens kept: over all positions scored, and after the first C
+    with its bootstrap interval over the claims' blocks."""
     from .. import plotting
 
-    table = tables["ppl"]
-    fig, ax = plotting.figure(width=5.0)
-    for model, part in table.groupby("model", sort=False):
-        ax.plot(part.sinks.astype(str), part.ppl, "o-", label=f"{model}: all positions scored")
-        ax.plot(
-            part.sinks.astype(str),
-            part.ppl_full_cache,
-            "s--",
-            ms=3,
-            label=f"{model}: after the first {settings['cache']} (cache full)",
-        )
-        for k, value in zip(part.sinks.astype(str), part.ppl, strict=True):
-            ax.annotate(
-                f"{value:.1f}",
-                (k, value),
-                textcoords="offset points",
-                xytext=(0, 4),
-                ha="center",
-                fontsize=7,
-            )
-    ax.set(yscale="log", xlabel="initial tokens kept (same total cache)", ylabel="PPL")
+    table, cache = tables["ppl"], settings["cache"]
+    fig, ax = plotting.figure(width=5.5, height=3.8)
+    for i, (model, part) in enumerate(table.groupby("model", sort=False)):
+        kept = part.sinks.astype(str)
+        ax.plot(kept, part.ppl, "o-", c=f"C{i}", label=f"{model}: all positions scored")
+        plotting.interval_bars(
+            ax, kept, part.ppl_full_cache, part.full_cache_low, part.full_cache_high,
+            fmt="s--", c=f"C{i}", ms=3, label=f"{model}: after the first {cache} [95 %]",
+        )  # fmt: skip
+    ax.set(xlabel="initial tokens kept (same total cache)", ylabel="PPL")
+    plotting.log_if_wide(ax.yaxis, table.ppl)
     ax.legend(fontsize=7)
-    models = ", ".join(dict.fromkeys(table.model))
-    fig.suptitle(plotting.title(settings["scale"], "S4", settings["title"], models))
+    plotting.suptitle(fig, settings["scale"], "S4", settings["title"])
     return fig
 
 
@@ -174,9 +168,10 @@ smallest share four close (Pythia-12B 0.990; Llama-2-7B 0.999).
 
 CAPTION = r"""
 **S4: how many initial tokens to keep.** Perplexity with
-{{ snakemake.config.streaming.ppl.sinks | join(", ") }} initial tokens kept
-beside the most recent ones, at the same total cache C, on the same text positions: solid, over
-all of them (the paper's metric); dashed, over those after the first C, where the cache is full
-and the counts can differ (the claims are read there). The paper (Llama-2-7B, cache 4096):
-3359.95 / 11.88 / 10.51 / 9.59 / 9.54.
+{{ snakemake.config.streaming.ppl.sinks | join(", ") }} initial tokens kept beside the most recent
+ones, at the same total cache C, on the same text positions: solid, over all of them (the paper's
+metric); dashed, over those after the first C, where the cache is full and the counts can differ
+(the claims are read there), with the 95 % bootstrap interval over blocks of
+{{ snakemake.config.streaming.ppl.block_tokens }} positions that the claims use. The paper
+(Llama-2-7B, cache 4096): 3359.95 / 11.88 / 10.51 / 9.59 / 9.54.
 """

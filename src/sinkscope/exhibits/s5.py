@@ -106,6 +106,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         axis.set_xticks(caches, [str(c) for c in caches])
         axis.minorticks_off()
     ax.set(yscale="log", xlabel="cache size (tokens)", ylabel="ms per token")
+    plotting.log_ticks(ax.yaxis)
     ax.legend(fontsize=7)
     largest = summary.loc[summary.speedup.idxmax()]
     shown = (
@@ -113,11 +114,11 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         f"paper: {settings['paper_speedup']}"
     )
     ax_s.set(yscale="log", xlabel="cache size (tokens)", ylabel="speedup (x)")
+    plotting.log_ticks(ax_s.yaxis)
     ax_s.set_title(textwrap.fill(shown, 60), fontsize=8)
     ax_s.legend(fontsize=7)
-    models = ", ".join(dict.fromkeys(summary.model))
     text = f"{settings['title']} (median of repeats)"
-    fig.suptitle(plotting.title(settings["scale"], "S5", text, models))
+    plotting.suptitle(fig, settings["scale"], "S5", text)
     return fig
 
 

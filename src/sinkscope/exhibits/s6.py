@@ -14,7 +14,14 @@ from __future__ import annotations
 import pandas as pd
 
 from ..metrics import SINK_RATE_EPS
-from ..streaming.exhibit_tables import EMERGENCE, kept_tokens_ratio, lm_note, ppl_line, summary
+from ..streaming.exhibit_tables import (
+    EMERGENCE,
+    kept_tokens_ratio,
+    kept_tokens_ratios,
+    lm_note,
+    ppl_line,
+    summary,
+)
 from . import Measured
 
 # claim -> (variant, kept tokens of the numerator, kept tokens of the denominator): PPL ratios
@@ -35,6 +42,7 @@ def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.D
         "windows": windows,
         "history": history,
         "emergence": emergence(history),
+        "ratios": kept_tokens_ratios(windows, RATIOS),
     }
 
 
@@ -65,55 +73,72 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
-    table, history = tables["ppl"], tables["history"]
-    fig, (ax_l, ax_p, ax_share, ax_rate) = plotting.figure(ncols=4, width=4.2)
+    table, history, found = tables["ppl"], tables["history"], tables["emergence"]
+    emergence = {
+        column: f"Emergence: {label.split(' (')[0]}"
+        for column, (label, _) in EMERGENCE_PANELS.items()
+    }
+    ratios = tables["ratios"]
+    has_data = {PRETRAINING: True, STREAMING: True, RATIO: not ratios.empty} | {
+        name: not found.empty and bool(found[column].any()) for column, name in emergence.items()
+    }
+    fig, axes = plotting.panels_with_data(
+        has_data,
+        "no sinks measured during training (streaming.pretrain.emergence), or all zero",
+        width=4.2,
+    )
+    ax_l, ax_p = axes[PRETRAINING], axes[STREAMING]
     for variant, part in history.groupby("variant", sort=False):
         smooth = part.loss.rolling(20, min_periods=1).mean()
         ax_l.plot(part.step, smooth, label=variant)
     ax_l.set(
         xlabel="training step",
         ylabel="loss (nats per byte, rolling mean)",
-        title="Pretraining (same budget)",
+        title=PRETRAINING,
     )
     ax_l.legend(fontsize=7)
     for variant, part in table.groupby("variant", sort=False):
         ax_p.plot(part.sinks, part.ppl, "o-", label=variant)
     ax_p.set_xticks(sorted(table.sinks.unique()))
+    plotting.log_if_wide(ax_p.yaxis, table.ppl)
     ax_p.set(
-        yscale="log",
         xlabel="initial tokens kept",
         ylabel="streaming PPL (per byte)",
-        title="Streaming on held-out text",
+        title=STREAMING,
     )
     ax_p.legend(fontsize=7)
-    _emergence_panels(ax_share, ax_rate, tables["emergence"])
-    title = plotting.title(settings["scale"], "S6", settings["title"], "byte-level Llama")
-    fig.suptitle(title)
+    if RATIO in axes:
+        plotting.claim_panel(axes[RATIO], ratios, RATIO, "PPL ratio", 1)
+    for column, name in emergence.items():
+        if name in axes:
+            _emergence_panel(axes[name], found, column)
+            axes[name].set_title(name)
+    plotting.suptitle(fig, settings["scale"], "S6", settings["title"], "byte-level Llama")
     return fig
 
 
-def _emergence_panels(ax_share, ax_rate, found: pd.DataFrame) -> None:
-    """The first token's attention share and the sink rate of each variant over the tokens seen
-    in training, with the thresholds of S7's control: a head sinks above a share of
-    SINK_RATE_EPS (Gu et al.), and the vanilla LM's sink rate must exceed 0."""
-    from .. import plotting
+PRETRAINING, STREAMING = "Pretraining (same budget)", "Streaming on held-out text"
+RATIO = "The claims: PPL ratios"
 
-    panels = {
-        ax_share: ("first_token_mass", "first-token attention share", SINK_RATE_EPS),
-        ax_rate: ("first_token_sink_rate", "sink rate (% of heads, layers)", 0.0),
-    }
-    for ax, (column, label, threshold) in panels.items():
-        ax.set_title(f"Emergence: {label.split(' (')[0]}")
-        if found.empty:
-            plotting.say_empty(
-                ax, "no sinks measured during training (streaming.pretrain.emergence)"
-            )
-            continue
-        for variant, part in found.groupby("variant", sort=False):
-            ax.plot(part.tokens / 1e3, part[column], "o-", ms=3, label=variant)
-        ax.axhline(threshold, ls=":", c="gray", label=f"control threshold {threshold:g}")
-        ax.set(xlabel="tokens (bytes) seen in training, thousands", ylabel=label)
-        ax.legend(fontsize=7)
+
+# the first token's attention share and the sink rate over training, with the thresholds of
+# S7's control: a head sinks above a share of SINK_RATE_EPS (Gu et al.), and the vanilla LM's
+# sink rate must exceed 0
+EMERGENCE_PANELS = {
+    "first_token_mass": ("first-token attention share", SINK_RATE_EPS),
+    "first_token_sink_rate": ("sink rate (% of heads, layers)", 0.0),
+}
+
+
+def _emergence_panel(ax, found: pd.DataFrame, column: str) -> None:
+    """One of `EMERGENCE_PANELS` for each variant over the tokens seen in training, with its
+    threshold."""
+    label, threshold = EMERGENCE_PANELS[column]
+    for variant, part in found.groupby("variant", sort=False):
+        ax.plot(part.tokens / 1e3, part[column], "o-", ms=3, label=variant)
+    ax.axhline(threshold, ls=":", c="gray", label=f"control threshold {threshold:g}")
+    ax.set(xlabel="tokens (bytes) seen in training, thousands", ylabel=label)
+    ax.legend(fontsize=7)
 
 
 # The exhibit's prose, rendered by `python -m sinkscope.docs`
@@ -179,5 +204,8 @@ after the cache starts to evict); and the sinks as they emerge in training, meas
 {{ snakemake.config.streaming.pretrain.emergence.every }} steps on
 {{ snakemake.config.streaming.pretrain.emergence.windows }} held-out windows: the first token's
 attention share and the sink rate over the tokens seen, with the thresholds of S7's control
-(dotted; ``results/S6/emergence.parquet``).
+(dotted; ``results/S6/emergence.parquet``). The claims' panel: each variant's PPL with 1 over 4
+kept tokens, with its 95 % bootstrap interval over the windows, as the scorecard judges it. Where
+training logged no emergence, or a measure stayed at zero, its panel is left out and named below
+the others.
 """

@@ -34,9 +34,11 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
     tokens = labelled(inputs["norms"], settings["models"])
     scale = model_scale(inputs["manifests"], list(settings["models"]))
     shares = _shares(tokens, settings["outlier"]).merge(scale, on="model")
+    images = _images(tokens, shares)
     return {
         "shares": shares,
-        "images": _images(tokens, shares),
+        "images": images,
+        "outliers": _outliers(images),
         "histogram": _histogram(tokens, settings["bins"]),
         "maps": labelled(inputs["maps"], settings["models"]),
     }
@@ -203,20 +205,42 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     return found
 
 
+def _share_interval(images: pd.DataFrame, role: str) -> tuple[pd.Series, Interval]:
+    """The outlier share (%) of a pair's models in one role, per image (mean over seeds), and
+    the interval of its mean: bootstrapped over the images; with no outlier at all, the exact
+    Poisson upper bound of 0 events in their patch tokens."""
+    per_image = _per_image(images, role, "outlier_share")
+    counted = images[images.role == role]
+    if counted.outliers.sum():
+        return per_image, bootstrap(
+            lambda a: float(np.mean(a)), per_image.to_numpy(), unit="images"
+        )
+    bound = event_rate(0, int(counted.patch_tokens.sum()), "patch tokens")
+    return per_image, Interval(0.0, 100 * bound.high, bound.n, bound.basis)
+
+
+def _outliers(images: pd.DataFrame) -> pd.DataFrame:
+    """Per pair and role: the outlier share (%, per image, mean over seeds) with the interval
+    the claims give it (`_share_interval`), for the figure."""
+    rows = []
+    for (pair, role), part in images.groupby(["pair", "role"], sort=False):
+        per_image, interval = _share_interval(part, role)
+        rows.append(
+            {"pair": pair, "role": role, "outlier_share": float(per_image.mean()),
+             "low": interval.low, "high": interval.high, "basis": interval.basis}
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def _outlier_share(images: pd.DataFrame, without: pd.Series, pair: str, head: str) -> Measured:
-    """The outlier share without registers (%, per image, mean over seeds), bootstrapped over
-    the images; with no outlier at all, the exact Poisson upper bound of 0 events in the pair's
-    patch tokens without registers."""
+    """The outlier share without registers (%, per image, mean over seeds) with its interval
+    (`_share_interval`)."""
     value = float(without.mean())
     note = f"{head}, {len(without)} images: {value:.2f} % of patch tokens above the threshold "
     note += "without registers"
-    counted = images[images.role == "without"]
-    if counted.outliers.sum():
-        interval = bootstrap(lambda a: float(np.mean(a)), without.to_numpy(), unit="images")
-    else:
-        tokens = int(counted.patch_tokens.sum())
-        bound = event_rate(0, tokens, "patch tokens")
-        interval = Interval(0.0, 100 * bound.high, bound.n, bound.basis)
+    _, interval = _share_interval(images, "without")
+    if interval.basis == "patch tokens":
+        tokens = int(images[images.role == "without"].patch_tokens.sum())
         note += f" (no outlier in {tokens} patch tokens: exact Poisson bound)"
     return Measured(value, pair, note, interval)
 
@@ -269,18 +293,25 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
             ylabel="tokens",
             title=pair,
         )
+        plotting.log_ticks(ax.xaxis)
+        plotting.log_ticks(ax.yaxis)
         ax.legend(fontsize=7)
     shares_ax = axes[len(pairs)]
-    summary = table.groupby(["pair", "role"], sort=False).outlier_share.agg(["mean", "std"])
-    labels = [p.split(" / ")[0 if r == "without" else 1] for p, r in summary.index]
+    outliers = tables["outliers"]
+    labels = [
+        p.split(" / ")[0 if r == "without" else 1]
+        for p, r in zip(outliers.pair, outliers.role, strict=True)
+    ]
     shares_ax.bar(
         labels,
-        summary["mean"],
-        yerr=summary["std"].fillna(0),
-        capsize=3,
-        color=["C0" if r == "without" else "C1" for _, r in summary.index],
+        outliers.outlier_share,
+        color=["C0" if r == "without" else "C1" for r in outliers.role],
     )
-    shares_ax.set(ylabel="% of patch tokens above threshold", title="high-norm outliers")
+    plotting.interval_bars(
+        shares_ax, labels, outliers.outlier_share, outliers.low, outliers.high,
+        fmt="none", ecolor="black",
+    )  # fmt: skip
+    shares_ax.set(ylabel="outliers (% of patch tokens)", title="high-norm outliers")
     shares_ax.tick_params(axis="x", rotation=40)
     for ax in axes[len(pairs) + 1 :]:
         ax.set_visible(False)
@@ -296,13 +327,11 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
                 row = rows.loc[role]
                 grid = np.asarray(row.weights).reshape(row.side, row.side)
                 ax.imshow(grid, cmap="inferno")
-                ax.set_title(
-                    f"CLS attention, {role} reg.\n(registers take {row.register_mass:.2f})",
-                    fontsize=7,
-                )
+                taken = f"\n(registers take {row.register_mass:.2f})" if role == "with" else ""
+                ax.set_title(f"CLS attention, {role} registers{taken}", fontsize=7)
     for ax in cells.flat:
         ax.axis("off")
-    fig.suptitle(plotting.title(settings["scale"], "S8", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "S8", settings["title"])
     return fig
 
 
@@ -341,10 +370,11 @@ control; the trained pairs' training is in U9's `U9.baseline_images_seen`.
 
 CAPTION = r"""
 **S8, high-norm tokens.** Norms of the patch tokens at the output of the last layer, for ViTs
-without and with registers (default scale: the trained variants, every seed; paper scale:
-DINOv2 ViT-g and ViT-g with registers), with the outlier threshold (dashed; default: 3x the
-model's median patch norm, paper scale: 150). The bar panel gives the share of patch tokens
-above it; the paper finds about 2 % outliers without registers and none with them. Bottom:
-held-out images and the attention of the last layer's CLS query over the patches (mean over
-heads), without and with registers.
+without and with registers (default scale: the trained variants, every seed; paper scale: DINOv2
+ViT-g and ViT-g with registers), with the outlier threshold (dashed; default: 3x the model's median
+patch norm, paper scale: 150). The bar panel gives the share of patch tokens above it (per image,
+mean over seeds) with the interval of ``S8.outlier_share``: bootstrapped over the images, or the
+exact Poisson bound where no token is above; the paper finds about 2 % outliers without registers
+and none with them. Bottom: held-out images and the attention of the last layer's CLS query over the
+patches (mean over heads), without and with registers, and the CLS attention the registers take.
 """

@@ -118,7 +118,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
             title=f"Measured: {label}",
         )
         ax.legend(fontsize=7)
-    fig.suptitle(plotting.title(settings["scale"], "S9", settings["title"], model))
+    plotting.suptitle(fig, settings["scale"], "S9", settings["title"], model)
     return fig
 
 

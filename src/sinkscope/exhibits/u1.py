@@ -366,14 +366,12 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
         "replicate {replicate}, gamma={gamma}, p={p}",
         "Training curves (every run)",
     )
-    fig.suptitle(
-        plotting.title(
-            settings["scale"],
-            "U1",
-            f"{settings['title']}: attention, value norms, QK spectrum",
-            _model(settings["recipe"]),
-            width=75,  # the 2 x 2 grid is narrower than the default wrap
-        )
+    plotting.suptitle(
+        fig,
+        settings["scale"],
+        "U1",
+        f"{settings['title']}: attention, value norms, QK spectrum",
+        _model(settings["recipe"]),
     )
     return fig
 

@@ -149,43 +149,52 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     step) against its threshold."""
     from .. import plotting
 
-    layers = tables["layers"]
-    fig, axes = plotting.panels(5, width=3.3, height=3.2)
-    views = [
-        ("max_inflow", "max inflow max_s mean_i A_is"),
-        ("value_ratio", "||W_O v_j*|| / mean ||W_O v||"),
-        ("srank", "stable rank of update"),
-    ]
-    for ax, (col, label) in zip(axes[:3], views, strict=True):
+    layers, emergence = tables["layers"], tables["emergence"]
+    views = {
+        "max_inflow": "max inflow max_s mean_i A_is",
+        "value_ratio": "||W_O v_j*|| / mean ||W_O v||",
+        "srank": "stable rank of update",
+    }
+    has_data = {label: layers[col].notna().any() for col, label in views.items()}
+    has_data |= {"Training curves": True, CONVERGENCE: (emergence.run == "mean").any()}
+    fig, axes = plotting.panels_with_data(
+        has_data, "too few logged steps to draw", width=3.3, height=3.2
+    )
+    bounds = {"value_ratio": (0.2, "NOP bound 0.2"), "srank": (1.5, "broadcast bound 1.5")}
+    for col, label in views.items():
+        if label not in axes:
+            continue
+        ax = axes[label]
         for seed, g in layers.groupby("seed"):
             ax.plot(g.layer + 1, g[col], "o-", alpha=0.7, label=f"seed {seed}")
         ax.set(xlabel="layer", ylabel=label, xticks=sorted(layers.layer.unique() + 1), title=label)
-    axes[1].axhline(0.2, ls=":", c="gray", label="NOP bound 0.2")
-    axes[2].axhline(1.5, ls=":", c="gray", label="broadcast bound 1.5")
-    axes[0].legend(fontsize=7)
-    plotting.training_curves(axes[3], tables["curves"], ["seed"], "seed {seed}", "Training curves")
-    _convergence_panel(axes[4], tables["emergence"])
-    fig.suptitle(
-        plotting.title(
-            settings["scale"],
-            "U2",
-            f"{settings['title']}: the hub layer and the other layer",
-            _model(settings["recipe"]),
-        )
+        if col in bounds:
+            ax.axhline(bounds[col][0], ls=":", c="gray", label=bounds[col][1])
+        else:
+            ax.legend(fontsize=7)
+    plotting.training_curves(
+        axes["Training curves"], tables["curves"], ["seed"], "seed {seed}", "Training curves"
+    )
+    if CONVERGENCE in axes:
+        _convergence_panel(axes[CONVERGENCE], emergence)
+    plotting.suptitle(
+        fig,
+        settings["scale"],
+        "U2",
+        f"{settings['title']}: the hub layer and the other layer",
+        _model(settings["recipe"]),
     )
     return fig
+
+
+CONVERGENCE = "Convergence control over training"
 
 
 def _convergence_panel(ax, emergence: pd.DataFrame) -> None:
     """The late fall of each seed and their mean (95 % interval) as if training had ended at
     each logged step, against the threshold of the convergence control."""
-    from .. import plotting
-
-    ax.set_title("Convergence control over training")
+    ax.set_title(CONVERGENCE)
     mean = emergence[emergence.run == "mean"]
-    if mean.empty:
-        plotting.say_empty(ax, "too few logged steps to follow the late fall")
-        return
     for run, part in emergence[emergence.run != "mean"].groupby("run"):
         ax.plot(part.step, part.late_fall, lw=0.8, alpha=0.6, label=f"seed {run}")
     ax.plot(mean.step, mean.late_fall, "k-", lw=1.6, label="mean, 95 % interval")
@@ -274,13 +283,14 @@ CAPTION = r"""
 head each, bias-free projections, LayerNorms and a 4d GELU MLP with biases, a learned positional
 embedding at the first layer's input, bidirectional) learn y_i = x_i + alpha x_{j*} R with j* =
 argmax_j <x_j, u> (AdamW lr {{ snakemake.config.toys.U2.train.lr }}, weight decay
-{{ snakemake.config.toys.U2.train.weight_decay }}, batch
-{{ snakemake.config.toys.U2.train.batch }}, {{ snakemake.config.toys.U2.train.steps }} steps) over
-{{ snakemake.config.toys.U2.n_seeds }} seeds. Per layer and seed: max inflow max_s mean_i A_is,
-projected value-norm ratio at j*, stable rank of the head update (dotted lines: the NOP and
-Broadcast bounds of the shared metrics), the evaluation MSE during training, and the convergence
-control over training: each seed's late fall as if training had ended at each logged step, their
-mean and its interval, against the 5 % threshold (``results/U2/emergence.parquet``).
-``results/U2/seeds.parquet`` is the paper's table: task MSE and the max inflow of layers 1 and 2
-per seed, and their mean. The hub is the layer with the larger attention to j*.
+{{ snakemake.config.toys.U2.train.weight_decay }}, batch {{ snakemake.config.toys.U2.train.batch }},
+{{ snakemake.config.toys.U2.train.steps }} steps) over {{ snakemake.config.toys.U2.n_seeds }} seeds.
+Per layer and seed: max inflow max_s mean_i A_is, projected value-norm ratio at j*, stable rank of
+the head update (dotted lines: the NOP and Broadcast bounds of the shared metrics), the evaluation
+MSE during training, and the convergence control over training: each seed's late fall as if training
+had ended at each logged step, their mean and its interval, against the 5 % threshold
+(``results/U2/emergence.parquet``). ``results/U2/seeds.parquet`` is the paper's table: task MSE and
+the max inflow of layers 1 and 2 per seed, and their mean. The hub is the layer with the larger
+attention to j*. A panel without data (e.g. too few logged steps for the convergence control) is
+left out and named below the panels.
 """

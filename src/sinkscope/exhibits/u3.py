@@ -94,21 +94,17 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     table = tables["table"]
-    models = dx.models_in(table)
-    fig, axes = plotting.panels(len(models))
-    legend = False  # on the first panel with events
-    for ax, model in zip(axes, models, strict=True):
+    has_events = {m: bool(p.events_per_input.any()) for m, p in table.groupby("model", sort=False)}
+    fig, axes = plotting.panels_with_data(has_events, "no counted sink events in any layer")
+    legend = False  # on the first panel
+    for model, ax in axes.items():
         part = table[table.model == model].set_index("layer")
-        if not part.events_per_input.any():
-            ax.set_title(model)
-            plotting.say_empty(ax, "no counted sink events in any layer")
-            continue
         shares = part[list(SHARES)].fillna(0).mul(part.events_per_input, axis=0)
         shares = shares.rename(columns=SHARES)
         shares.plot.bar(stacked=True, ax=ax, width=0.85, legend=not legend)
         legend = True
         ax.set(xlabel="layer", ylabel="sink events per input (heads)", title=model)
-    fig.suptitle(plotting.title(settings["scale"], "U3", settings["title"], ", ".join(models)))
+    plotting.suptitle(fig, settings["scale"], "U3", settings["title"])
     return fig
 
 
@@ -163,7 +159,8 @@ they cluster in heads and images, so it is narrower than an interval over the im
 """
 
 CAPTION = r"""
-**U3, layer transitions.** Sink events (relaxed rule) per input and layer, split by where the
-sink sits: the first token (BOS or CLS), a register, or another token (a patch in ViTs). The
-paper finds CLS sinks in early layers of pretrained ViTs and specific patch tokens deeper.
+**U3, layer transitions.** Sink events (relaxed rule) per input and layer, split by where the sink
+sits: the first token (BOS or CLS), a register, or another token (a patch in ViTs). The paper finds
+CLS sinks in early layers of pretrained ViTs and specific patch tokens deeper. One panel per model
+with counted sink events; the line below the panels names the models without.
 """

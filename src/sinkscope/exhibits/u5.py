@@ -22,10 +22,12 @@ NOP, BROADCAST = dx.CLASSES.index("NOP"), dx.CLASSES.index("Broadcast")
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     heads = read_tables(inputs["heads"], settings["models"])
     found = dx.sink_events(heads, settings["registers"], settings["first_counted_layer"])
+    per_input = stack({m: dx.per_input_classes(h, found[m]) for m, h in heads.items()})
     return {
         "table": stack({m: f[dx.EVENT_COLUMNS] for m, f in found.items()}),
         "counts": stack({m: dx.regime_counts(f) for m, f in found.items()}),
-        "per_input": stack({m: dx.per_input_classes(h, found[m]) for m, h in heads.items()}),
+        "per_input": per_input,
+        "claim": dx.over_inputs_per_model(per_input, by_depth, both),
     }
 
 
@@ -97,8 +99,9 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     models = dx.models_in(tables["counts"])
-    fig = dx.regime_panels(tables["table"], models)
-    fig.suptitle(plotting.title(settings["scale"], "U5", settings["title"], ", ".join(models)))
+    claim = ("The claim", "smaller share difference", tables["claim"], 0)
+    fig = dx.regime_panels(tables["table"], models, claim)
+    plotting.suptitle(fig, settings["scale"], "U5", settings["title"])
     return fig
 
 
@@ -127,5 +130,8 @@ CAPTION = r"""
 **U5, dual regimes.** Every sink event on the axes value-norm ratio (||W_O v_s|| over the mean of
 the other tokens) and stable rank of the head update, coloured by depth; dashed line: NOP
 (ratio <= 0.2); dotted: Broadcast (ratio >= 0.5 and stable rank <= 1.5). Counts per class and
-depth band are in results/U5/counts.parquet.
+depth band are in results/U5/counts.parquet. One panel per model with counted sink events;
+the line below the panels names the models without. Last panel: the claim's statistic per model
+(the smaller of the two share differences, positive when both hold) with its 95 % bootstrap
+interval over the inputs, as the scorecard judges it on the claim and extension models.
 """

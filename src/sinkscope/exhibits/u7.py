@@ -111,13 +111,15 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
     table = tables["table"]
     data = table.assign(kind=np.where(table.sink_head, "sink heads", "other heads"))
-    fig, axes = plotting.figure(ncols=len(SIGNATURES), width=4.2, height=3.4)
+    fig, axes = plotting.figure(ncols=len(SIGNATURES), width=4.2, height=4.0)
     for ax, (column, label) in zip(axes, SIGNATURES.items(), strict=True):
         sns.boxplot(data=data, x="model", y=column, hue="kind", ax=ax, log_scale=True)
         ax.set(xlabel="", ylabel=label, title=label.split(" ")[0])
-        ax.tick_params(axis="x", rotation=20)
-    names = ", ".join(dx.models_in(table))
-    fig.suptitle(plotting.title(settings["scale"], "U7", settings["title"], names))
+        plotting.log_ticks(ax.yaxis)
+        ax.tick_params(axis="x", rotation=30)
+        for tick in ax.get_xticklabels():
+            tick.set(ha="right", rotation_mode="anchor")
+    plotting.suptitle(fig, settings["scale"], "U7", settings["title"])
     return fig
 
 

@@ -256,7 +256,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax.set(xlabel="step", ylabel=label, title=label)
         if column == "loss":
             ax.legend(fontsize=7)
-    fig.suptitle(plotting.title(settings["scale"], "U8", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "U8", settings["title"])
     return fig
 
 

@@ -175,15 +175,21 @@ def _images(
 
 def _summary(table: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     """Per variant, class and location (plus location 'all'): mean and std over seeds of the
-    events per image."""
+    events per image, and the events pooled over seeds and images per image with the exact
+    Poisson bounds the claims use (`low`, `high`; `stats.event_rate`)."""
     totals = table.groupby(["model", "variant", "seed", "sink_class"], as_index=False).agg(
-        count=("count", "sum"), per_image=("per_image", "sum")
+        count=("count", "sum"), per_image=("per_image", "sum"), images=("images", "first")
     )
     both = pd.concat([table, totals.assign(location="all")], ignore_index=True)
-    out = both.groupby(["variant", "sink_class", "location"]).per_image.agg(
-        mean="mean", std="std", n_seeds="count"
-    )
-    out = out.reset_index()
+    grouped = both.groupby(["variant", "sink_class", "location"])
+    out = grouped.per_image.agg(mean="mean", std="std", n_seeds="count")
+    pooled = grouped[["count", "images"]].sum()
+    bounds = [event_rate(int(k), int(n), "images") for k, n in pooled.itertuples(index=False)]
+    out = out.assign(
+        pooled=pooled["count"] / pooled.images,
+        low=[b.low for b in bounds],
+        high=[b.high for b in bounds],
+    ).reset_index()
     out["variant"] = pd.Categorical(out.variant, categories=variants, ordered=True)
     out["sink_class"] = pd.Categorical(out.sink_class, categories=CLASSES, ordered=True)
     return out.sort_values(["variant", "sink_class", "location"]).reset_index(drop=True)
@@ -290,58 +296,65 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     }
 
 
+EMERGENCE_PANELS = {"events": "sink events over training", "NOP": "NOP over training",
+                    "Broadcast": "Broadcast over training"}  # fmt: skip
+
+
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
-    """Events per image by variant, one panel per class, stacked by location."""
+    """Events per image by variant, one panel per class with events, stacked by location, with
+    the exact Poisson interval of the pooled total; below, the counts over training that rose
+    above zero."""
     from .. import plotting
 
-    table = tables["table"]
-    fig, (axes, below) = plotting.figure(ncols=len(CLASSES), nrows=2, width=3.8, height=3.4)
+    table, found = tables["table"], tables["emergence"]
+    has_data = {cls: bool(table[table.sink_class == cls]["mean"].any()) for cls in CLASSES}
+    for name, panel in EMERGENCE_PANELS.items():
+        has_data[panel] = not found.empty and bool(found[f"{name}_per_image"].any())
+    fig, axes = plotting.panels_with_data(
+        has_data, "no sink events in any variant", width=3.8, height=3.4
+    )
     legend = False  # on the first panel with events
-    for ax, cls in zip(axes, CLASSES, strict=True):
-        part = table[table.sink_class == cls]
-        if not part["mean"].any():
-            ax.set_title(cls)
-            plotting.say_empty(ax, f"no {cls} sink events in any variant")
-            continue
-        grid = part[part.location != "all"].pivot_table(
-            index="variant", columns="location", values="mean", observed=False
-        )
-        grid = grid.reindex(columns=list(LOCATIONS.values())).fillna(0)
-        grid.plot.bar(stacked=True, ax=ax, width=0.8, legend=not legend)
-        legend = True
-        totals = part[part.location == "all"].set_index("variant")
-        ax.errorbar(
-            range(len(grid)),
-            totals["mean"].reindex(grid.index),
-            yerr=totals["std"].reindex(grid.index).fillna(0),
-            fmt="none",
-            ecolor="black",
-            capsize=3,
-        )
-        ax.set(title=cls, xlabel="", ylabel="sink events per image")
-        ax.tick_params(axis="x", rotation=40)
-    _emergence_panels(below, tables["emergence"], settings["thresholds"])
-    fig.suptitle(plotting.title(settings["scale"], "U9", settings["title"]))
+    for cls in CLASSES:
+        if cls in axes:
+            _class_panel(axes[cls], table[table.sink_class == cls], not legend)
+            legend = True
+    for name, panel in EMERGENCE_PANELS.items():
+        if panel in axes:
+            _emergence_panel(axes[panel], found, name, settings["thresholds"][name])
+            axes[panel].set_title(panel)
+    plotting.suptitle(fig, settings["scale"], "U9", settings["title"])
     return fig
 
 
-def _emergence_panels(axes, found: pd.DataFrame, thresholds: dict[str, float]) -> None:
-    """Per count (all events, NOP, Broadcast), each variant's events per image over the training
-    steps (mean over its seeds), with the rate U3-U5's controls need (the paper's own count)."""
+def _class_panel(ax, part: pd.DataFrame, legend: bool) -> None:
+    """One class's events per image by variant, stacked by location, and the pooled total
+    with its exact Poisson interval."""
     from .. import plotting
 
-    for ax, name in zip(axes, ["events", "NOP", "Broadcast"], strict=True):
-        ax.set_title(f"{name} over training" if name != "events" else "sink events over training")
-        if found.empty:
-            plotting.say_empty(ax, "no sinks counted during training (emergence_images: 0)")
-            continue
-        column = f"{name}_per_image"
-        means = found.groupby(["variant", "step"], observed=True)[column].mean().reset_index()
-        for variant, part in means.groupby("variant", sort=False):
-            ax.plot(part.step, part[column], "o-", ms=2, label=variant)
-        ax.axhline(thresholds[name], ls=":", c="gray", label="control threshold")
-        ax.set(xlabel="training step", ylabel="sink events per image (held-out)")
-        ax.legend(fontsize=6)
+    grid = part[part.location != "all"].pivot_table(
+        index="variant", columns="location", values="mean", observed=False
+    )
+    grid = grid.reindex(columns=list(LOCATIONS.values())).fillna(0)
+    grid.plot.bar(stacked=True, ax=ax, width=0.8, legend=legend)
+    totals = part[part.location == "all"].set_index("variant").reindex(grid.index)
+    plotting.interval_bars(
+        ax, range(len(grid)), totals.pooled, totals.low, totals.high, fmt="none", ecolor="black"
+    )
+    ax.set(title=part.sink_class.iloc[0], xlabel="", ylabel="sink events per image")
+    ax.tick_params(axis="x", rotation=40)
+
+
+def _emergence_panel(ax, found: pd.DataFrame, name: str, threshold: float) -> None:
+    """Each variant's events per image of one count (all events, NOP, Broadcast) over the
+    training steps (mean over its seeds), with the rate U3-U5's controls need (the paper's own
+    count)."""
+    column = f"{name}_per_image"
+    means = found.groupby(["variant", "step"], observed=True)[column].mean().reset_index()
+    for variant, part in means.groupby("variant", sort=False):
+        ax.plot(part.step, part[column], "o-", ms=2, label=variant)
+    ax.axhline(threshold, ls=":", c="gray", label="control threshold")
+    ax.set(xlabel="training step", ylabel="sink events per image (held-out)")
+    ax.legend(fontsize=6)
 
 
 # The exhibit's prose, rendered by `python -m sinkscope.docs`
@@ -393,12 +406,14 @@ interval above 0).
 CAPTION = r"""
 **U9, mitigation mechanism.** Sink events (relaxed rule, counted layers) per image for each
 trained variant, by class (NOP: value-norm ratio <= 0.2; Broadcast: ratio >= 0.5 and stable
-rank <= 1.5; other) and by where the sink sits (CLS, register, patch), mean over seeds with the
-standard deviation of the total. The class uses the pre-gate head update A V W_O. The paper:
+rank <= 1.5; other) and by where the sink sits (CLS, register, patch), mean over seeds; the
+error bar is the exact Poisson 95 % interval of the total pooled over seeds and images, the
+interval of the claims. The class uses the pre-gate head update A V W_O. The paper:
 gating removes NOP sinks, registers take the broadcast sinks; baseline Broadcast / NOP 0.09 /
 0.25 per image. Bottom row: the sink events per image on
 {{ snakemake.config.mitigation.train.emergence_images }} held-out images at each log step of
-training (mean over seeds), with the rates U3-U5's controls need (dotted).
+training (mean over seeds), with the rates U3-U5's controls need (dotted). A class or count
+with no event in any variant (or at any step) gets no panel; the line below the panels names it.
 ``results/U9/reference.parquet`` counts the same events as the reference code does (raw
 value-norm ratio alone, no stable-rank condition) beside the pipeline's classes.
 """

@@ -60,6 +60,56 @@ def nll_blocks(conditions: dict[str, pd.DataFrame], cache: int, block: int) -> p
     return out.reset_index().assign(block_tokens=block)
 
 
+def _mean_nll(rows: np.ndarray) -> float:
+    """Mean NLL (log PPL) from block rows (tokens, summed NLL)."""
+    return float(rows[:, 1].sum() / rows[:, 0].sum())
+
+
+def _block_rows(frame: pd.DataFrame, cache: int, block: int) -> np.ndarray:
+    """(tokens, summed NLL) per block of `block` text positions counted from position cache + 1
+    (the claims' blocks, `nll_blocks`; positions up to `cache` fall in the blocks before)."""
+    blocks = frame.groupby((frame.position - cache - 1) // block, sort=True).nll
+    return np.column_stack([blocks.size(), blocks.sum()]).astype(float)
+
+
+def ppl_interval(frame: pd.DataFrame, cache: int, block: int) -> dict[str, float]:
+    """The bounds (`full_cache_low`, `full_cache_high`) of exp(mean NLL) of one condition's rows
+    after the first `cache` (`full_cache`), bootstrapped over the claims' blocks of `block`
+    positions as their statistics are ((-inf, inf) with fewer than two blocks)."""
+    rows = _block_rows(full_cache(frame, cache), cache, block)
+    interval = bootstrap(lambda r: np.exp(_mean_nll(r)), rows, unit=f"blocks of {block} positions")
+    return {"full_cache_low": interval.low, "full_cache_high": interval.high}
+
+
+def binned_log_ppl(nll: pd.DataFrame, cache: int, bin_tokens: int, block: int) -> pd.DataFrame:
+    """Per model, condition and bin of `bin_tokens` text positions (counted from position
+    cache + 1, as the claims' blocks; the positions up to `cache` in the bins before): the mean
+    NLL (log PPL) of the positions the condition scored there, with its bootstrap interval over
+    the claims' blocks of `block` positions inside the bin ((-inf, inf) with fewer than two).
+    `position` is the middle of the bin's span of text positions."""
+    offset = nll.position - cache - 1
+    rows = []
+    for (model, condition, bin_), part in nll.groupby(
+        ["model", "condition", offset // bin_tokens], sort=False
+    ):
+        blocks = _block_rows(part, cache, block)
+        interval = bootstrap(_mean_nll, blocks, unit=f"blocks of {block} positions")
+        first = max(1, cache + 1 + bin_ * bin_tokens)
+        rows.append(
+            {
+                "model": model,
+                "condition": condition,
+                "position": (first + cache + (bin_ + 1) * bin_tokens) / 2,
+                "tokens": len(part),
+                "blocks": len(blocks),
+                "log_ppl": _mean_nll(blocks),
+                "low": interval.low,
+                "high": interval.high,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def _ratio(rows: np.ndarray) -> float:
     """PPL(condition) / PPL(reference) from block rows (tokens, condition, reference)."""
     total = rows.sum(0)
@@ -171,6 +221,21 @@ def kept_tokens_ratio(
         return float(np.exp(np.sum(tokens * (a - b)) / np.sum(tokens)))
 
     return ratio(a, b, tokens), bootstrap(ratio, a, b, tokens, unit="windows")
+
+
+def kept_tokens_ratios(windows: pd.DataFrame, ratios: dict[str, tuple[str, int, int]]):
+    """Per claim of `ratios` ({claim: (variant, top, bottom)}) whose variant ran: the PPL ratio
+    (`value`) of `top` over `bottom` kept tokens with its bootstrap bounds over the windows, as
+    the claim measures it (`kept_tokens_ratio`), and a `label`, for the figure."""
+    rows = []
+    for claim, (variant, top, bottom) in ratios.items():
+        if variant in set(windows.variant):
+            value, interval = kept_tokens_ratio(windows, variant, top, bottom)
+            rows.append(
+                {"claim": claim, "label": f"{variant}\n{top} vs {bottom} kept", "value": value,
+                 "low": interval.low, "high": interval.high}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 def ppl_line(table: pd.DataFrame, variant: str) -> str:
