@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from ..files import atomic_path, dir_mode, file_mode, sha256_file, temporary_dir
-from ..provenance import sealed
+from ..provenance import json_text, sealed
 
 if TYPE_CHECKING:
     import torch
@@ -296,7 +296,7 @@ def write_cache(
         manifest["weights_sha256"] = {name: manifest["files"][name] for name in weights}
         if provenance is not None:
             manifest = sealed(manifest, provenance())
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        (tmp / MANIFEST).write_text(json_text(manifest))
         if cache_dir.exists():
             shutil.rmtree(cache_dir)
         os.replace(tmp, cache_dir)
