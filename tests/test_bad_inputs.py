@@ -365,7 +365,7 @@ def test_an_edited_table_is_reported_in_the_verdict(outputs, capsys):
     assert main(["audit", str(path)]) == 1
     out = capsys.readouterr().out
     assert (
-        out.splitlines()[-1] == f"verdict: modified: {path} (its content differs from its record)"
+        out.splitlines()[-1] == f"verdict: content modified: {path} (its content differs from its record)"
     )
 
 

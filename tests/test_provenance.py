@@ -197,7 +197,7 @@ def test_an_edit_of_an_output_is_detected(record, tmp_path, name):
         _flip_byte(path, 10)
     recorded, actual = provenance.content_check(path)
     assert recorded != actual
-    assert audit(path)[-1] == f"verdict: modified: {path} (its content differs from its record)"
+    assert audit(path)[-1] == f"verdict: content modified: {path} (its content differs from its record)"
 
 
 def test_audit_verdicts(tmp_path):

@@ -531,9 +531,9 @@ def _found(record: Any, edited: str | None, actual: str | None, layout: str | No
     edited = edited or _seal_problem(record)
     recorded = record.get(CONTENT)
     modified = layout
-    if modified is None and actual is not None and actual != recorded:
+    if actual is not None and actual != recorded:
         modified = "its content differs from its record"
-    if modified is None and actual is None and edited is None:
+    elif actual is None and edited is None:
         modified = "its content cannot be found beside its record"
     return Seal(_unsealed(record), edited, modified, recorded, record.get(RECORD))
 
