@@ -52,6 +52,10 @@ def cli_fails(capsys, folder: Path, *argv: str) -> str:
     return err
 
 
+def _truncate(path: Path, keep: float = 0.5) -> None:
+    path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
+
+
 # --- configs: sinkscope check-config -------------------------------------------------------------
 
 
@@ -63,7 +67,9 @@ def _config(tmp_path: Path, text: str | bytes, name: str = "bad.yaml") -> Path:
 
 CONFIGS = {
     "bad YAML": (b"scale: [smoke\n", ["bad.yaml", "not valid YAML at line 2"]),
-    "not UTF-8": (b"scale: \xe9t\xe9\n", ["bad.yaml", "not UTF-8", "0xe9"]),
+    "not UTF-8": (b"scale: \xe9t\xe9\n", ["bad.yaml", "not UTF-8", "0xe9", "on line 1"]),
+    "empty": (b"", ["bad.yaml", "holds no keys"]),
+    "only comments": (b"# nothing to change\n", ["bad.yaml", "holds no keys"]),
     "a list, not a mapping": (b"- scale\n- smoke\n", ["bad.yaml", "not a mapping"]),
     "unknown key": (b"devise: cpu\n", ["unknown key(s) ['devise']"]),
     "wrong type": (b"extract: {batch_size: two}\n", ["'extract.batch_size' must be of type"]),
@@ -82,6 +88,10 @@ CONFIGS = {
     "sinks as large as the cache": (
         b"streaming: {pretrain: {sinks: [0, 1, 4, 64]}}\n",
         ["'streaming.pretrain.sinks' (64)", "'streaming.pretrain.cache' (64)"],
+    ),
+    "latency caches no larger than its sinks": (
+        b"streaming: {latency: {caches: [4, 8, 16], sinks: 4}}\n",
+        ["'streaming.latency.caches' ([4])", "'streaming.latency.sinks' (4)"],
     ),
     "S1 scores and tokens disagree": (
         b"exhibits: {S1: {n_tokens: 7}}\n",
@@ -231,6 +241,107 @@ def test_model_cache_that_does_not_exist(tmp_path, capsys):
     clear_message(err, tmp_path / "nothing", "not materialised")
 
 
+def _rehashed(cache: Path, name: str, damage) -> None:
+    """Damage a cache file and write its new hash into the manifest, as if it had been built
+    so: only reading the file itself can tell."""
+    import json
+
+    damage(cache / name)
+    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest["files"][name] = hashlib.sha256((cache / name).read_bytes()).hexdigest()
+    (cache / "manifest.json").write_text(json.dumps(manifest))
+    (cache / ".verified.json").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize(
+    "name, damage, named",
+    [
+        ("model.safetensors", _truncate, "truncated or damaged safetensors file"),
+        ("config.json", lambda p: p.write_text("{not json"), "is not valid JSON"),
+    ],
+)
+def test_a_bad_model_file_the_manifest_agrees_with(cache, name, damage, named):
+    from sinkscope.models import CorruptCache, load_model
+
+    _rehashed(cache, name, damage)
+    with pytest.raises(CorruptCache) as caught:
+        load_model(cache)
+    clear_message(str(caught.value), cache / name, named, "rerun snakemake")
+
+
+# --- model files given to sinkscope atlas -------------------------------------------------------
+
+
+def _safetensors(tensors: dict[str, int]) -> bytes:
+    """A safetensors file of float32 vectors {name: length}, built by hand."""
+    import json
+
+    header, at = {}, 0
+    for name, length in tensors.items():
+        header[name] = {"dtype": "F32", "shape": [length], "data_offsets": [at, at + 4 * length]}
+        at += 4 * length
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + b"\0" * at
+
+
+def _model_folder(tmp_path: Path, weights: bytes, config: bytes | None = None) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    settings = b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}'
+    (folder / "config.json").write_bytes(settings if config is None else config)
+    (folder / "model.safetensors").write_bytes(weights)
+    return folder
+
+
+WEIGHTS = _safetensors({"a": 64, "b": 16})
+MODEL_FILES = {
+    "config.json not JSON": (WEIGHTS, b"{not json", "config.json", "is not valid JSON"),
+    "config.json a list": (WEIGHTS, b"[1]", "config.json", "not a JSON object"),
+    "weights truncated": (WEIGHTS[:-100], None, "model.safetensors", "truncated or damaged"),
+    "weights without a header": (WEIGHTS[:6], None, "model.safetensors", "not a safetensors"),
+    "weights of garbage": (b"x" * 500, None, "model.safetensors", "not a safetensors"),
+}
+
+
+@pytest.mark.parametrize("case", MODEL_FILES)
+def test_bad_model_folder_for_the_atlas(tmp_path, capsys, case):
+    weights, config, culprit, named = MODEL_FILES[case]
+    folder = _model_folder(tmp_path, weights, config)
+    err = cli_fails(capsys, tmp_path, "atlas", str(folder), "--out", str(tmp_path / "out"))
+    clear_message(err, folder / culprit, named)
+
+
+@pytest.mark.parametrize(
+    "content, named",
+    [(b"<html>not a model</html>", "is not a GGUF file"), (b"GGUF\3\0\0\0", "not a readable GGUF")],
+)
+def test_a_gguf_that_is_no_gguf(tmp_path, capsys, content, named):
+    (tmp_path / "m.gguf").write_bytes(content)
+    err = cli_fails(
+        capsys, tmp_path, "atlas", str(tmp_path / "m.gguf"), "--out", str(tmp_path / "o")
+    )
+    clear_message(err, tmp_path / "m.gguf", named)
+
+
+def test_atlas_out_is_checked_before_the_model_is_read(tmp_path, capsys):
+    """--out a file (or under one): refused, though the model named is not even readable."""
+    folder = _model_folder(tmp_path, b"x", b"{not json")
+    (tmp_path / "taken").write_text("a file")
+    for out in (tmp_path / "taken", tmp_path / "taken" / "atlas"):
+        err = cli_fails(capsys, tmp_path, "atlas", str(folder), "--out", str(out))
+        clear_message(err, f"--out {out}: {tmp_path / 'taken'} is a file")
+    assert (tmp_path / "taken").read_text() == "a file"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_atlas_out_in_a_read_only_folder(tmp_path, capsys):
+    folder = _model_folder(tmp_path, b"x", b"{not json")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    err = cli_fails(capsys, tmp_path, "atlas", str(folder), "--out", str(locked / "atlas"))
+    clear_message(err, f"{locked} is not writable")
+
+
 # --- wheels: materialising a model from packaged files -------------------------------------------
 
 
@@ -317,10 +428,6 @@ def outputs(tmp_path) -> Path:
     return tmp_path
 
 
-def _truncate(path: Path, keep: float = 0.5) -> None:
-    path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
-
-
 AUDITS = {
     "truncated parquet": ("t.parquet", _truncate, "not a readable parquet file"),
     "garbage parquet": ("t.parquet", lambda p: p.write_bytes(b"PAR1 junk"), "not a readable"),
@@ -365,7 +472,8 @@ def test_an_edited_table_is_reported_in_the_verdict(outputs, capsys):
     assert main(["audit", str(path)]) == 1
     out = capsys.readouterr().out
     assert (
-        out.splitlines()[-1] == f"verdict: content modified: {path} (its content differs from its record)"
+        out.splitlines()[-1]
+        == f"verdict: content modified: {path} (its content differs from its record)"
     )
 
 
