@@ -477,6 +477,83 @@ def test_an_edited_table_is_reported_in_the_verdict(outputs, capsys):
     )
 
 
+@pytest.fixture
+def results(tmp_path) -> Path:
+    """Outputs where the pipeline writes them (results/X), each with its record."""
+    folder = tmp_path / "results" / "X"
+    folder.mkdir(parents=True)
+    record = provenance.Recorder(rule="demo", params={}, inputs=[], code_dir=tmp_path).record()
+    provenance.write_parquet(pd.DataFrame({"a": range(10)}), folder / "t.parquet", record)
+    provenance.write_json({"value": 1.0}, folder / "claims.json", record)
+    provenance.write_with_sidecar("a\n1\n", folder / "t.csv", record)
+    fig, ax = plotting.figure()
+    ax.plot([0, 1], [0, 1])
+    provenance.save_figure(fig, folder / "f.png", record)
+    return folder
+
+
+def audit_fails(capsys, folder: Path, path: Path) -> list[str]:
+    """Audit `path`: exit 1, nothing written, the stdout lines returned."""
+    before = files_under(folder)
+    assert main(["audit", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert err == "" and files_under(folder) == before
+    return out.splitlines()
+
+
+@pytest.mark.parametrize("name", ["t.parquet", "claims.json", "t.csv", "f.png", "f.pdf"])
+def test_an_edited_record_is_named(results, capsys, name):
+    """The rule's name edited in place (same length) in the record of each kind of output."""
+    path = results / name
+    carrier = Path(f"{path}.prov.json") if name == "t.csv" else path
+    data = carrier.read_bytes()
+    assert data.count(b'"rule": "demo"') == 1
+    carrier.write_bytes(data.replace(b'"rule": "demo"', b'"rule": "dema"'))
+    lines = audit_fails(capsys, results, path)
+    assert lines[-1].startswith(f"verdict: record edited: {path} ("), lines[-1]
+
+
+def test_an_orphaned_sidecar_is_one_missing_verdict(results, capsys):
+    (results / "t.csv").unlink()
+    for path in (results / "t.csv", results / "t.csv.prov.json"):
+        lines = audit_fails(capsys, results, path)
+        assert lines == [
+            str(path),
+            f"verdict: missing: {results / 't.csv'} (its provenance sidecar "
+            f"{results / 't.csv.prov.json'} remains)",
+        ]
+
+
+def test_an_output_that_lost_its_sidecar(results, capsys):
+    (results / "t.csv.prov.json").unlink()
+    err = cli_fails(capsys, results, "audit", str(results / "t.csv"))
+    clear_message(err, results / "t.csv", "has lost its provenance sidecar", "rerun snakemake")
+
+
+def test_an_output_replaced_by_a_file_without_a_record(results, capsys):
+    pd.DataFrame({"a": [1]}).to_parquet(results / "t.parquet")
+    err = cli_fails(capsys, results, "audit", str(results / "t.parquet"))
+    clear_message(err, results / "t.parquet", "carries no provenance record", "rerun snakemake")
+
+
+def test_a_foreign_file_is_not_advised_to_be_rebuilt(tmp_path, capsys):
+    for name, write in (
+        ("notes.csv", lambda p: p.write_text("a\n1\n")),
+        ("plain.parquet", lambda p: pd.DataFrame({"a": [1]}).to_parquet(p)),
+        ("broken.parquet", lambda p: p.write_bytes(b"PAR1 not a table PAR1")),
+    ):
+        write(tmp_path / name)
+        err = cli_fails(capsys, tmp_path, "audit", str(tmp_path / name))
+        clear_message(err, tmp_path / name)
+        assert "snakemake" not in err, err
+
+
+def test_a_damaged_output_is_advised_to_be_rebuilt(results, capsys):
+    _truncate(results / "t.parquet")
+    err = cli_fails(capsys, results, "audit", str(results / "t.parquet"))
+    clear_message(err, results / "t.parquet", "not a readable parquet file", "rerun snakemake")
+
+
 # --- images the pipeline reads -------------------------------------------------------------------
 
 
@@ -533,6 +610,26 @@ def test_snakemake_stops_at_start_up_with_one_message(tmp_path, content, named):
     assert len(message) == 1 and named in message[0], output
     assert "Traceback" not in output
     assert not (workdir / "results").exists() and not (workdir / "resources").exists()
+
+
+OVERLAYS = {  # what Snakemake itself says, reading a --configfile before sinkscope starts
+    "empty": (b"", "Config file must be given as JSON or YAML", "holds no keys"),
+    "bad YAML": (b"scale: [smoke\n", "Config file is not valid JSON or YAML", "at line 2"),
+    "not UTF-8": (b"scale: \xe9t\xe9\n", "UnicodeDecodeError", "0xe9 at offset 7) on line 1"),
+}
+
+
+@pytest.mark.parametrize("case", OVERLAYS)
+def test_check_config_refuses_the_overlays_snakemake_refuses(tmp_path, capsys, case):
+    """Snakemake refuses these before the workflow starts (README: its own messages);
+    check-config refuses them too, naming the file and where in it."""
+    content, snakemake_says, named = OVERLAYS[case]
+    bad = _config(tmp_path, content)
+    code, output = snakemake(tmp_path / "run", "-n", config=[bad], check=False)
+    assert code == 1 and snakemake_says in output, output
+    assert not (tmp_path / "run" / "results").exists()
+    err = cli_fails(capsys, tmp_path, "check-config", str(DEFAULT), str(bad))
+    clear_message(err, bad, named)
 
 
 def test_snakemake_start_removes_temporary_files_of_dead_jobs(tmp_path):
