@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -113,7 +114,7 @@ def _input_record(path: str | Path) -> dict[str, Any]:
     }
     if path.is_file():
         with contextlib.suppress(BadInput):  # unreadable: its file hash still names it
-            seal = seal_of(path)
+            seal = seal_of(path, content=False)  # as recorded: its file hash checks the rest
             if seal.record is not None:
                 item[CONTENT], item[RECORD] = seal.content_sha256, seal.record_sha256
     return item
@@ -523,17 +524,23 @@ class Seal:
     record_sha256: str | None = None  # the record's digest of itself
 
 
-def _found(record: Any, edited: str | None, actual: str | None, layout: str | None) -> Seal:
-    """The seal of a record read from a file, its content digest now being `actual` (None: the
-    content could not be separated from the record) and `layout` a problem of its bytes."""
+Found = tuple[Any, str | None, Callable[[], str | None], str | None]
+"""What a reader finds: the record, why it is not as written, the content digest now (a
+function: None where the content cannot be separated from the record), and a problem of the
+content's bytes."""
+
+
+def _sealed_as_found(found: Found, content: bool) -> Seal:
+    """The seal of a record read from a file; the content hashed only if `content`."""
+    record, edited, actual, layout = found
     if not isinstance(record, dict):
         return Seal(None, edited or "its record is not a JSON object")
     edited = edited or _seal_problem(record)
-    recorded = record.get(CONTENT)
-    modified = layout
-    if actual is not None and actual != recorded:
+    recorded, modified = record.get(CONTENT), layout
+    now = actual() if content else recorded
+    if now is not None and now != recorded:
         modified = "its content differs from its record"
-    elif actual is None and edited is None:
+    elif now is None and edited is None:
         modified = "its content cannot be found beside its record"
     return Seal(_unsealed(record), edited, modified, recorded, record.get(RECORD))
 
@@ -545,7 +552,7 @@ def _parse(text: str | bytes, path: Path, kind: str) -> Any:
         raise _unreadable(path, kind, error) from None
 
 
-def _json_seal(path: Path, described: Path | None = None) -> Seal:
+def _json_seal(path: Path, described: Path | None = None) -> Seal | Found:
     """A JSON output (its record under `provenance`, the content the rest) or, `described`
     given, a sidecar (the content that file's bytes). Both must be in the form written."""
     try:
@@ -565,13 +572,17 @@ def _json_seal(path: Path, described: Path | None = None) -> Seal:
     if described is not None:
         if obj.get("describes") != described.name or set(obj) != {"describes", "provenance"}:
             edited = edited or f"it does not describe {described.name} as written"
-        actual = sha256_file(described) if described.is_file() else None
-    else:
-        actual = json_digest({k: v for k, v in obj.items() if k != "provenance"})
-    return _found(record, edited, actual, layout)
+        return (
+            record,
+            edited,
+            lambda: sha256_file(described) if described.is_file() else None,
+            layout,
+        )
+    body = {k: v for k, v in obj.items() if k != "provenance"}
+    return record, edited, lambda: json_digest(body), layout
 
 
-def _png_seal(path: Path) -> Seal:
+def _png_seal(path: Path) -> Seal | Found:
     data = path.read_bytes()
     texts, kept, damaged, damaged_text = [], [data[:8]], [], []
     for kind, body, start, end, intact in _png_chunks(data, path):
@@ -598,10 +609,10 @@ def _png_seal(path: Path) -> Seal:
     ):
         edited = "its record's bytes are not those written"
     layout = f"its chunk {damaged[0]} fails its CRC" if damaged else None
-    return _found(record, edited, hashlib.sha256(b"".join(kept)).hexdigest(), layout)
+    return record, edited, lambda: hashlib.sha256(b"".join(kept)).hexdigest(), layout
 
 
-def _pdf_seal(path: Path) -> Seal:
+def _pdf_seal(path: Path) -> Seal | Found:
     from pypdf import PdfReader
 
     try:
@@ -617,10 +628,10 @@ def _pdf_seal(path: Path) -> Seal:
     edited = None
     if not isinstance(record, dict) or data[start:end] != _pdf_literal(_payload(record)):
         edited = "its record's bytes are not those written"
-    return _found(record, edited, hashlib.sha256(data[:start] + data[end:]).hexdigest(), None)
+    return record, edited, lambda: hashlib.sha256(data[:start] + data[end:]).hexdigest(), None
 
 
-def _parquet_seal(path: Path) -> Seal:
+def _parquet_seal(path: Path) -> Seal | Found:
     import pyarrow.parquet as pq
 
     try:
@@ -633,29 +644,37 @@ def _parquet_seal(path: Path) -> Seal:
     record = _parse(raw, path, "parquet")
     start = _parquet_span(path, _payload(record)) if isinstance(record, dict) else None
     if start is None:
-        return _found(record, "its record's bytes are not those written", None, None)
-    return _found(record, None, _digest_without(path, start, start + len(raw)), None)
+        return record, "its record's bytes are not those written", lambda: None, None
+    return record, None, lambda: _digest_without(path, start, start + len(raw)), None
 
 
-def seal_of(path: str | Path) -> Seal:
+def seal_of(path: str | Path, content: bool = True) -> Seal:
     """The record a file carries (in a `.prov.json` sidecar, or embedded by its format) and
-    whether it and the content are as written. BadInput naming the file if it is unreadable."""
+    whether it and (if `content`) the content are as written. BadInput naming the file if it
+    is unreadable."""
     path = Path(path)
     sidecar = Path(f"{path}{SIDECAR_SUFFIX}")
     if sidecar.exists():
-        return _json_seal(sidecar, described=path)
-    if path.name.endswith(SIDECAR_SUFFIX):  # a sidecar itself: its record is of the file beside
-        return _json_seal(path, described=path.with_name(path.name[: -len(SIDECAR_SUFFIX)]))
-    readers = {".png": _png_seal, ".pdf": _pdf_seal, ".parquet": _parquet_seal, ".json": _json_seal}
-    reader = readers.get(path.suffix.lower())
-    return reader(path) if reader else Seal(None)
+        found = _json_seal(sidecar, described=path)
+    elif path.name.endswith(SIDECAR_SUFFIX):  # a sidecar itself: its record is of the file beside
+        found = _json_seal(path, described=path.with_name(path.name[: -len(SIDECAR_SUFFIX)]))
+    else:
+        readers = {
+            ".png": _png_seal,
+            ".pdf": _pdf_seal,
+            ".parquet": _parquet_seal,
+            ".json": _json_seal,
+        }
+        reader = readers.get(path.suffix.lower())
+        found = reader(path) if reader else Seal(None)
+    return found if isinstance(found, Seal) else _sealed_as_found(found, content)
 
 
 def read(path: str | Path) -> dict[str, Any] | None:
     """The provenance record carried by a file, without its digests, or None if it carries none.
 
     BadInput (naming the file) if the file or its record cannot be read."""
-    return seal_of(path).record
+    return seal_of(path, content=False).record
 
 
 def content_check(path: str | Path) -> tuple[str | None, str | None]:
