@@ -52,6 +52,10 @@ def cli_fails(capsys, folder: Path, *argv: str) -> str:
     return err
 
 
+def _truncate(path: Path, keep: float = 0.5) -> None:
+    path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
+
+
 # --- configs: sinkscope check-config -------------------------------------------------------------
 
 
@@ -63,7 +67,9 @@ def _config(tmp_path: Path, text: str | bytes, name: str = "bad.yaml") -> Path:
 
 CONFIGS = {
     "bad YAML": (b"scale: [smoke\n", ["bad.yaml", "not valid YAML at line 2"]),
-    "not UTF-8": (b"scale: \xe9t\xe9\n", ["bad.yaml", "not UTF-8", "0xe9"]),
+    "not UTF-8": (b"scale: \xe9t\xe9\n", ["bad.yaml", "not UTF-8", "0xe9", "on line 1"]),
+    "empty": (b"", ["bad.yaml", "holds no keys"]),
+    "only comments": (b"# nothing to change\n", ["bad.yaml", "holds no keys"]),
     "a list, not a mapping": (b"- scale\n- smoke\n", ["bad.yaml", "not a mapping"]),
     "unknown key": (b"devise: cpu\n", ["unknown key(s) ['devise']"]),
     "wrong type": (b"extract: {batch_size: two}\n", ["'extract.batch_size' must be of type"]),
@@ -82,6 +88,10 @@ CONFIGS = {
     "sinks as large as the cache": (
         b"streaming: {pretrain: {sinks: [0, 1, 4, 64]}}\n",
         ["'streaming.pretrain.sinks' (64)", "'streaming.pretrain.cache' (64)"],
+    ),
+    "latency caches no larger than its sinks": (
+        b"streaming: {latency: {caches: [4, 8, 16], sinks: 4}}\n",
+        ["'streaming.latency.caches' ([4])", "'streaming.latency.sinks' (4)"],
     ),
     "S1 scores and tokens disagree": (
         b"exhibits: {S1: {n_tokens: 7}}\n",
@@ -231,6 +241,107 @@ def test_model_cache_that_does_not_exist(tmp_path, capsys):
     clear_message(err, tmp_path / "nothing", "not materialised")
 
 
+def _rehashed(cache: Path, name: str, damage) -> None:
+    """Damage a cache file and write its new hash into the manifest, as if it had been built
+    so: only reading the file itself can tell."""
+    import json
+
+    damage(cache / name)
+    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest["files"][name] = hashlib.sha256((cache / name).read_bytes()).hexdigest()
+    (cache / "manifest.json").write_text(json.dumps(manifest))
+    (cache / ".verified.json").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize(
+    "name, damage, named",
+    [
+        ("model.safetensors", _truncate, "truncated or damaged safetensors file"),
+        ("config.json", lambda p: p.write_text("{not json"), "is not valid JSON"),
+    ],
+)
+def test_a_bad_model_file_the_manifest_agrees_with(cache, name, damage, named):
+    from sinkscope.models import CorruptCache, load_model
+
+    _rehashed(cache, name, damage)
+    with pytest.raises(CorruptCache) as caught:
+        load_model(cache)
+    clear_message(str(caught.value), cache / name, named, "rerun snakemake")
+
+
+# --- model files given to sinkscope atlas -------------------------------------------------------
+
+
+def _safetensors(tensors: dict[str, int]) -> bytes:
+    """A safetensors file of float32 vectors {name: length}, built by hand."""
+    import json
+
+    header, at = {}, 0
+    for name, length in tensors.items():
+        header[name] = {"dtype": "F32", "shape": [length], "data_offsets": [at, at + 4 * length]}
+        at += 4 * length
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + b"\0" * at
+
+
+def _model_folder(tmp_path: Path, weights: bytes, config: bytes | None = None) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    settings = b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}'
+    (folder / "config.json").write_bytes(settings if config is None else config)
+    (folder / "model.safetensors").write_bytes(weights)
+    return folder
+
+
+WEIGHTS = _safetensors({"a": 64, "b": 16})
+MODEL_FILES = {
+    "config.json not JSON": (WEIGHTS, b"{not json", "config.json", "is not valid JSON"),
+    "config.json a list": (WEIGHTS, b"[1]", "config.json", "not a JSON object"),
+    "weights truncated": (WEIGHTS[:-100], None, "model.safetensors", "truncated or damaged"),
+    "weights without a header": (WEIGHTS[:6], None, "model.safetensors", "not a safetensors"),
+    "weights of garbage": (b"x" * 500, None, "model.safetensors", "not a safetensors"),
+}
+
+
+@pytest.mark.parametrize("case", MODEL_FILES)
+def test_bad_model_folder_for_the_atlas(tmp_path, capsys, case):
+    weights, config, culprit, named = MODEL_FILES[case]
+    folder = _model_folder(tmp_path, weights, config)
+    err = cli_fails(capsys, tmp_path, "atlas", str(folder), "--out", str(tmp_path / "out"))
+    clear_message(err, folder / culprit, named)
+
+
+@pytest.mark.parametrize(
+    "content, named",
+    [(b"<html>not a model</html>", "is not a GGUF file"), (b"GGUF\3\0\0\0", "not a readable GGUF")],
+)
+def test_a_gguf_that_is_no_gguf(tmp_path, capsys, content, named):
+    (tmp_path / "m.gguf").write_bytes(content)
+    err = cli_fails(
+        capsys, tmp_path, "atlas", str(tmp_path / "m.gguf"), "--out", str(tmp_path / "o")
+    )
+    clear_message(err, tmp_path / "m.gguf", named)
+
+
+def test_atlas_out_is_checked_before_the_model_is_read(tmp_path, capsys):
+    """--out a file (or under one): refused, though the model named is not even readable."""
+    folder = _model_folder(tmp_path, b"x", b"{not json")
+    (tmp_path / "taken").write_text("a file")
+    for out in (tmp_path / "taken", tmp_path / "taken" / "atlas"):
+        err = cli_fails(capsys, tmp_path, "atlas", str(folder), "--out", str(out))
+        clear_message(err, f"--out {out}: {tmp_path / 'taken'} is a file")
+    assert (tmp_path / "taken").read_text() == "a file"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_atlas_out_in_a_read_only_folder(tmp_path, capsys):
+    folder = _model_folder(tmp_path, b"x", b"{not json")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    err = cli_fails(capsys, tmp_path, "atlas", str(folder), "--out", str(locked / "atlas"))
+    clear_message(err, f"{locked} is not writable")
+
+
 # --- wheels: materialising a model from packaged files -------------------------------------------
 
 
@@ -317,10 +428,6 @@ def outputs(tmp_path) -> Path:
     return tmp_path
 
 
-def _truncate(path: Path, keep: float = 0.5) -> None:
-    path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
-
-
 AUDITS = {
     "truncated parquet": ("t.parquet", _truncate, "not a readable parquet file"),
     "garbage parquet": ("t.parquet", lambda p: p.write_bytes(b"PAR1 junk"), "not a readable"),
@@ -365,8 +472,86 @@ def test_an_edited_table_is_reported_in_the_verdict(outputs, capsys):
     assert main(["audit", str(path)]) == 1
     out = capsys.readouterr().out
     assert (
-        out.splitlines()[-1] == f"verdict: modified: {path} (its content differs from its record)"
+        out.splitlines()[-1]
+        == f"verdict: content modified: {path} (its content differs from its record)"
     )
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    """Outputs where the pipeline writes them (results/X), each with its record."""
+    folder = tmp_path / "results" / "X"
+    folder.mkdir(parents=True)
+    record = provenance.Recorder(rule="demo", params={}, inputs=[], code_dir=tmp_path).record()
+    provenance.write_parquet(pd.DataFrame({"a": range(10)}), folder / "t.parquet", record)
+    provenance.write_json({"value": 1.0}, folder / "claims.json", record)
+    provenance.write_with_sidecar("a\n1\n", folder / "t.csv", record)
+    fig, ax = plotting.figure()
+    ax.plot([0, 1], [0, 1])
+    provenance.save_figure(fig, folder / "f.png", record)
+    return folder
+
+
+def audit_fails(capsys, folder: Path, path: Path) -> list[str]:
+    """Audit `path`: exit 1, nothing written, the stdout lines returned."""
+    before = files_under(folder)
+    assert main(["audit", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert err == "" and files_under(folder) == before
+    return out.splitlines()
+
+
+@pytest.mark.parametrize("name", ["t.parquet", "claims.json", "t.csv", "f.png", "f.pdf"])
+def test_an_edited_record_is_named(results, capsys, name):
+    """The rule's name edited in place (same length) in the record of each kind of output."""
+    path = results / name
+    carrier = Path(f"{path}.prov.json") if name == "t.csv" else path
+    data = carrier.read_bytes()
+    assert data.count(b'"rule": "demo"') == 1
+    carrier.write_bytes(data.replace(b'"rule": "demo"', b'"rule": "dema"'))
+    lines = audit_fails(capsys, results, path)
+    assert lines[-1].startswith(f"verdict: record edited: {path} ("), lines[-1]
+
+
+def test_an_orphaned_sidecar_is_one_missing_verdict(results, capsys):
+    (results / "t.csv").unlink()
+    for path in (results / "t.csv", results / "t.csv.prov.json"):
+        lines = audit_fails(capsys, results, path)
+        assert lines == [
+            str(path),
+            f"verdict: missing: {results / 't.csv'} (its provenance sidecar "
+            f"{results / 't.csv.prov.json'} remains)",
+        ]
+
+
+def test_an_output_that_lost_its_sidecar(results, capsys):
+    (results / "t.csv.prov.json").unlink()
+    err = cli_fails(capsys, results, "audit", str(results / "t.csv"))
+    clear_message(err, results / "t.csv", "has lost its provenance sidecar", "rerun snakemake")
+
+
+def test_an_output_replaced_by_a_file_without_a_record(results, capsys):
+    pd.DataFrame({"a": [1]}).to_parquet(results / "t.parquet")
+    err = cli_fails(capsys, results, "audit", str(results / "t.parquet"))
+    clear_message(err, results / "t.parquet", "carries no provenance record", "rerun snakemake")
+
+
+def test_a_foreign_file_is_not_advised_to_be_rebuilt(tmp_path, capsys):
+    for name, write in (
+        ("notes.csv", lambda p: p.write_text("a\n1\n")),
+        ("plain.parquet", lambda p: pd.DataFrame({"a": [1]}).to_parquet(p)),
+        ("broken.parquet", lambda p: p.write_bytes(b"PAR1 not a table PAR1")),
+    ):
+        write(tmp_path / name)
+        err = cli_fails(capsys, tmp_path, "audit", str(tmp_path / name))
+        clear_message(err, tmp_path / name)
+        assert "snakemake" not in err, err
+
+
+def test_a_damaged_output_is_advised_to_be_rebuilt(results, capsys):
+    _truncate(results / "t.parquet")
+    err = cli_fails(capsys, results, "audit", str(results / "t.parquet"))
+    clear_message(err, results / "t.parquet", "not a readable parquet file", "rerun snakemake")
 
 
 # --- images the pipeline reads -------------------------------------------------------------------
@@ -425,6 +610,26 @@ def test_snakemake_stops_at_start_up_with_one_message(tmp_path, content, named):
     assert len(message) == 1 and named in message[0], output
     assert "Traceback" not in output
     assert not (workdir / "results").exists() and not (workdir / "resources").exists()
+
+
+OVERLAYS = {  # what Snakemake itself says, reading a --configfile before sinkscope starts
+    "empty": (b"", "Config file must be given as JSON or YAML", "holds no keys"),
+    "bad YAML": (b"scale: [smoke\n", "Config file is not valid JSON or YAML", "at line 2"),
+    "not UTF-8": (b"scale: \xe9t\xe9\n", "UnicodeDecodeError", "0xe9 at offset 7) on line 1"),
+}
+
+
+@pytest.mark.parametrize("case", OVERLAYS)
+def test_check_config_refuses_the_overlays_snakemake_refuses(tmp_path, capsys, case):
+    """Snakemake refuses these before the workflow starts (README: its own messages);
+    check-config refuses them too, naming the file and where in it."""
+    content, snakemake_says, named = OVERLAYS[case]
+    bad = _config(tmp_path, content)
+    code, output = snakemake(tmp_path / "run", "-n", config=[bad], check=False)
+    assert code == 1 and snakemake_says in output, output
+    assert not (tmp_path / "run" / "results").exists()
+    err = cli_fails(capsys, tmp_path, "check-config", str(DEFAULT), str(bad))
+    clear_message(err, bad, named)
 
 
 def test_snakemake_start_removes_temporary_files_of_dead_jobs(tmp_path):

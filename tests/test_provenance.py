@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import zlib
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -197,7 +200,10 @@ def test_an_edit_of_an_output_is_detected(record, tmp_path, name):
         _flip_byte(path, 10)
     recorded, actual = provenance.content_check(path)
     assert recorded != actual
-    assert audit(path)[-1] == f"verdict: modified: {path} (its content differs from its record)"
+    assert (
+        audit(path)[-1]
+        == f"verdict: content modified: {path} (its content differs from its record)"
+    )
 
 
 def test_audit_verdicts(tmp_path):
@@ -290,3 +296,150 @@ def test_a_sidecar_given_as_an_input_is_checked_against_the_file_it_describes(re
     made = provenance.Recorder(rule="cost", params={}, inputs=[sidecar], code_dir=tmp_path)
     provenance.write_parquet(pd.DataFrame({"a": [1]}), table, made.record())
     assert audit(table)[-1] == "verdict: verified"
+
+
+# --- the seal of a record ---------------------------------------------------------------------
+
+
+def _record_bytes(path) -> tuple[int, int]:
+    """[start, end) of the bytes a file's record is written as (the whole sidecar of a CSV)."""
+    data = path.read_bytes()
+    if path.suffix == ".csv":
+        return 0, 0  # see the sidecar
+    if path.suffix == ".json":
+        return data.index(b'\n  "provenance": '), len(data)
+    seal = provenance.seal_of(path)
+    full = {
+        **seal.record,
+        "content_sha256": seal.content_sha256,
+        "record_sha256": seal.record_sha256,
+    }
+    payload = provenance._payload(full)
+    if path.suffix == ".pdf":
+        payload = provenance._pdf_literal(payload)
+    start = data.index(payload)
+    if path.suffix == ".png":  # the whole chunk: length, type, keyword, text, CRC
+        start, end = start - len(provenance.KEY) - 9, start + len(payload) + 4
+        return start, end
+    if path.suffix == ".parquet":  # the key too
+        start = data.index(provenance.KEY.encode())
+    return start, data.index(payload) + len(payload)
+
+
+def _still_sealed(path) -> bool:
+    try:
+        seal = provenance.seal_of(path)
+    except provenance.BadInput as error:
+        assert path.name in str(error)
+        return False
+    return seal.record is not None and seal.edited is None and seal.modified is None
+
+
+@pytest.mark.parametrize(
+    "name", ["t.parquet", "s.parquet", "r.json", "t.csv.prov.json", "f.png", "f.pdf"]
+)
+def test_every_byte_of_every_record_is_sealed(record, tmp_path, name):
+    """Flipping a bit of a record's bytes breaks its seal (or the file): its first and last
+    bytes and every 7th between (all of them, both bits, take a minute and pass too)."""
+    _all_outputs(record, tmp_path)
+    path = tmp_path / name
+    start, end = (0, path.stat().st_size) if name.endswith(".prov.json") else _record_bytes(path)
+    original = path.read_bytes()
+    assert end - start > 500 and _still_sealed(path)
+    for at in sorted({*range(start, end, 7), *range(start, start + 40), *range(end - 40, end)}):
+        data = bytearray(original)
+        data[at] ^= 0x20 if at % 2 else 0x01
+        path.write_bytes(bytes(data))
+        assert not _still_sealed(path), (name, at)
+
+
+def test_an_edited_record_is_named_in_the_verdict_of_what_used_it(tmp_path):
+    """The issue's case: a config value edited in place in a parquet footer (same length), and
+    a rule name edited in a PNG's text chunk (with and without its CRC recomputed)."""
+    table = tmp_path / "sink_logit.parquet"
+    made = provenance.Recorder(rule="s1", params={"sink_logit": 3.0}, inputs=[], code_dir=tmp_path)
+    provenance.write_parquet(pd.DataFrame({"a": [1.0]}), table, made.record())
+    fig, ax = plotting.figure()
+    ax.plot([0, 1])
+    plot = provenance.Recorder(rule="figure_S1", params={}, inputs=[table], code_dir=tmp_path)
+    provenance.save_figure(fig, tmp_path / "S1.png", plot.record())
+    assert audit(tmp_path / "S1.png")[-1] == "verdict: verified"
+
+    data = table.read_bytes()
+    table.write_bytes(data.replace(b'"sink_logit": 3.0', b'"sink_logit": 4.0'))
+    verdict = audit(tmp_path / "S1.png")[-1]
+    assert verdict.startswith(f"verdict: record edited: {table} ("), verdict
+    table.write_bytes(data)
+    assert audit(tmp_path / "S1.png")[-1] == "verdict: verified"
+
+    png = tmp_path / "S1.png"
+    raw = png.read_bytes()
+    edited = raw.replace(b'"rule": "figure_S1"', b'"rule": "figure_S2"')
+    png.write_bytes(edited)
+    assert audit(png)[-1].startswith(f"verdict: record edited: {png} (its text chunk tEXt at ")
+    at = edited.index(b"tEXt")  # the CRC recomputed too: the record's own digest tells
+    length = int.from_bytes(edited[at - 4 : at], "big")
+    crc = zlib.crc32(edited[at : at + 4 + length]).to_bytes(4, "big")
+    png.write_bytes(edited[: at + 4 + length] + crc + edited[at + 8 + length :])
+    assert audit(png)[-1] == (
+        f"verdict: record edited: {png} (its record differs from the record's own digest)"
+    )
+
+
+def test_inputs_are_named_by_their_seal(record, tmp_path):
+    provenance.write_parquet(pd.DataFrame({"a": [1]}), tmp_path / "t.parquet", record)
+    seal = provenance.seal_of(tmp_path / "t.parquet")
+    made = provenance.Recorder(
+        rule="r", params={}, inputs=[tmp_path / "t.parquet"], code_dir=tmp_path
+    )
+    (item,) = made.record()["inputs"]
+    assert (
+        item["content_sha256"] == seal.content_sha256
+        and item["record_sha256"] == seal.record_sha256
+    )
+    assert item["sha256"] == files.sha256_file(tmp_path / "t.parquet")
+
+
+@pytest.mark.integration
+def test_every_record_of_a_real_run_is_sealed(smoke, tmp_path, capsys):
+    """In a copy of each output of the smoke run that carries a record, flipping a bit of its
+    record's bytes (about 30 places each) breaks the seal; the audit names the record."""
+    from sinkscope.cli import main
+
+    checked = set()
+    for path in sorted(p for folder in ("results", "figures", "resources/models")
+                       for p in (smoke / folder).rglob("*")):  # fmt: skip
+        rel = path.relative_to(smoke)
+        if not path.is_file() or path.name.endswith(".prov.json") or "/." in f"/{rel}":
+            continue
+        if provenance.read(path) is None:
+            continue
+        copy = tmp_path / rel
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, copy)
+        sidecar = Path(f"{path}{provenance.SIDECAR_SUFFIX}")
+        if sidecar.exists():
+            shutil.copy2(sidecar, f"{copy}{provenance.SIDECAR_SUFFIX}")
+            carrier = Path(f"{copy}{provenance.SIDECAR_SUFFIX}")
+            start, end = 0, carrier.stat().st_size
+        else:
+            carrier = copy
+            start, end = _record_bytes(copy)
+        assert _still_sealed(copy), rel
+        original = carrier.read_bytes()
+        for at in range(start, end, max(1, (end - start) // 30)):
+            data = bytearray(original)
+            data[at] ^= 0x01
+            carrier.write_bytes(bytes(data))
+            assert not _still_sealed(copy), (rel, at)
+        if copy.suffix in checked:
+            continue
+        checked.add(copy.suffix)  # one audit per kind: the rule's name edited, same length
+        data = bytearray(original)
+        at = data.index(b'"rule": "') + len(b'"rule": "')
+        data[at] = ord("X") if data[at] != ord("X") else ord("Y")
+        carrier.write_bytes(bytes(data))
+        assert main(["audit", str(copy)]) == 1
+        verdict = capsys.readouterr().out.splitlines()[-1]
+        assert verdict.startswith(f"verdict: record edited: {copy} ("), verdict
+    assert {".parquet", ".json", ".png", ".pdf", ".csv"} <= checked

@@ -2,17 +2,19 @@
 checked, ending with one verdict.
 
 For each file with a provenance record the audit
-- recomputes the hash of its content and compares it with the one its record holds;
+- checks the record's seal (`provenance.seal_of`): the record's digest of itself, the bytes it
+  is written as, and the hash of the content beside it;
 - re-hashes each input and compares it with the hash recorded when the file was made
-  (recursing into inputs that carry a record of their own);
+  (recursing into inputs that carry a record of their own, so the chain is checked up to
+  the output audited);
 - re-hashes the files of each model cache against its manifest, and compares the manifest's
   weights with those the record names;
 - compares the code of the package modules (as the reruns see it: comments, docstrings and
   prose aside) and the workflow script that ran with those that would run now.
-Verdict: `modified: FILE` when a file's content no longer matches its own record (or a model
-file its manifest), else `stale: ...` when an input, a model or the code changed since,
-else `unverified: ...` when a record holds no content hash (written by an older version),
-else `verified`.
+Verdict, the worst found: `record edited: FILE` when a record is not as written, `content
+modified: FILE` when a file's content no longer matches its record (or a model file its
+manifest), `missing: FILE` when a file whose sidecar remains is gone, `stale: ...` when an
+input, a model or the code changed since, else `verified`.
 """
 
 from __future__ import annotations
@@ -26,8 +28,48 @@ from typing import Any
 from . import codedigest, files, provenance
 from .errors import UserError
 
-VERIFIED, STALE, MODIFIED, UNVERIFIED = "verified", "stale", "modified", "unverified"
-_SEVERITY = {MODIFIED: 3, STALE: 2, UNVERIFIED: 1}
+VERIFIED, STALE, MISSING = "verified", "stale", "missing"
+MODIFIED, EDITED = "content modified", "record edited"
+_SEVERITY = {EDITED: 5, MODIFIED: 4, MISSING: 3, STALE: 2}
+PIPELINE_FOLDERS = ("results", "figures")  # and resources/models: where the pipeline writes
+SIDECAR_FORMATS = (".csv", ".md", ".html", ".pt")  # the outputs whose record is a sidecar
+
+
+def pipeline_output(path: Path) -> bool:
+    """Whether `path` lies where the pipeline writes its outputs."""
+    parts = path.resolve().parts
+    in_models = any(parts[i : i + 2] == ("resources", "models") for i in range(len(parts)))
+    return in_models or any(folder in parts[:-1] for folder in PIPELINE_FOLDERS)
+
+
+def _rebuild(path: Path) -> str:
+    """The advice for a damaged file: rebuild it where the pipeline made it, else none."""
+    return "; delete it and rerun snakemake to rebuild it" if pipeline_output(path) else ""
+
+
+def _no_record(path: Path) -> str:
+    """Why a file carries no record, in words that fit where it is."""
+    if not pipeline_output(path):
+        return f"{path} carries no provenance record: it was not written by sinkscope"
+    if path.suffix.lower() in SIDECAR_FORMATS:
+        return (
+            f"{path} has lost its provenance sidecar ({path.name}{provenance.SIDECAR_SUFFIX} is "
+            "missing): delete it and rerun snakemake to rebuild both"
+        )
+    return (
+        f"{path} carries no provenance record, although the pipeline writes one into every "
+        f"{path.suffix} file it makes: it was replaced; delete it and rerun snakemake"
+    )
+
+
+def _orphan(path: Path) -> tuple[Path, Path] | None:
+    """(the file, its sidecar) when `path` is either and only the sidecar remains."""
+    suffix = provenance.SIDECAR_SUFFIX
+    if path.name.endswith(suffix):
+        described, sidecar = path.with_name(path.name[: -len(suffix)]), path
+    else:
+        described, sidecar = path, Path(f"{path}{suffix}")
+    return (described, sidecar) if sidecar.is_file() and not described.exists() else None
 
 
 def _short(digest: str | None) -> str:
@@ -120,30 +162,35 @@ class _Audit:
         return [f"{pad}model files of {cache_dir}: " + (problem or "match the manifest")]
 
     def file(self, path: Path, pad: str, top: bool = False) -> list[str]:
+        if orphan := _orphan(path):
+            self.note(MISSING, f"{orphan[0]} (its provenance sidecar {orphan[1]} remains)")
+            return [] if top else [f"{pad}MISSING: {orphan[0]}"]
         try:
-            prov = provenance.read(path)
-            recorded, actual = provenance.content_check(path) if prov else (None, None)
+            seal = provenance.seal_of(path)
         except UserError as error:
             if top:
-                raise
+                raise UserError(f"{error}{_rebuild(path)}") from None
             self.note(MODIFIED, f"{path} is unreadable")
             return [f"{pad}{error}"]
+        prov = seal.record
         if prov is None:
+            if seal.edited:  # a record there, but not one that can be read back
+                self.note(EDITED, f"{path} ({seal.edited})")
+                return [f"{pad}record: EDITED ({seal.edited})"]
             if top:
-                raise UserError(
-                    f"{path} carries no provenance record: it was not written by the pipeline"
-                )
+                raise UserError(_no_record(path))
             return [f"{pad}(no provenance recorded)"]
         lines = _record_lines(prov, pad)
-        if recorded is None:
-            self.note(UNVERIFIED, f"{path} records no hash of its content")
-            lines.append(f"{pad}content: no hash recorded (written by an older version)")
-        elif recorded == actual:
-            lines.append(f"{pad}content: sha256 {_short(recorded)} [matches its record]")
+        if seal.edited:
+            self.note(EDITED, f"{path} ({seal.edited})")
+            lines.append(f"{pad}record: EDITED ({seal.edited})")
         else:
-            self.note(MODIFIED, f"{path} (its content differs from its record)")
-            lines.append(f"{pad}content: sha256 {_short(actual)} [MODIFIED: record says "
-                         f"{_short(recorded)}]")  # fmt: skip
+            lines.append(f"{pad}record: sha256 {_short(seal.record_sha256)} [sealed]")
+        if seal.modified:
+            self.note(MODIFIED, f"{path} ({seal.modified})")
+            lines.append(f"{pad}content: MODIFIED ({seal.modified})")
+        elif not seal.edited:
+            lines.append(f"{pad}content: sha256 {_short(seal.content_sha256)} [matches its record]")
         if changed := _code_changes(prov.get("code") or {}):
             self.note(STALE, f"the code of {path} changed since: {changed[0]}")
             lines.append(f"{pad}code now: CHANGED in {', '.join(changed)}")
@@ -178,7 +225,12 @@ class _Audit:
             else:
                 status = "CHANGED since (the output is stale)"
                 self.note(STALE, f"input {item['path']} changed since {path} was made")
-            lines.append(f"{pad}<- input {item['path']} sha256 {_short(item['sha256'])} [{status}]")
+            sealed = (
+                f", record {_short(item[provenance.RECORD])}" if item.get(provenance.RECORD) else ""
+            )
+            lines.append(
+                f"{pad}<- input {item['path']} sha256 {_short(item['sha256'])}{sealed} [{status}]"
+            )
             if source.exists() and source.resolve() not in self.seen:
                 self.seen.add(source.resolve())
                 lines += self.file(source, pad + "     ")
@@ -187,9 +239,10 @@ class _Audit:
 
 def audit(path: str | Path, _pad: str = "", _seen: set[Path] | None = None) -> list[str]:
     """Lines describing how `path` was made, recursing into every input that carries provenance,
-    the last one the verdict (`verdict: verified`, or `verdict: stale|modified|unverified: ...`).
+    the last one the verdict (`verdict: verified`, or `verdict: KIND: ...`, KIND one of record
+    edited, content modified, missing, stale).
 
-    UserError if `path` is missing or carries no record."""
+    UserError if `path` (and a sidecar of it) is missing, is unreadable or carries no record."""
     lines, verdict = audit_report(path, _pad)
     return [*lines, f"{_pad}verdict: {verdict}"]
 
@@ -197,7 +250,7 @@ def audit(path: str | Path, _pad: str = "", _seen: set[Path] | None = None) -> l
 def audit_report(path: str | Path, pad: str = "") -> tuple[list[str], str]:
     """(the lines of the chain, the verdict) of an output."""
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not _orphan(path):
         raise UserError(f"{path} does not exist")
     state = _Audit()
     state.seen.add(path.resolve())

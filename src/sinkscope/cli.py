@@ -106,9 +106,7 @@ def _run(args: argparse.Namespace) -> int:
         from .audit import VERIFIED, audit_report
 
         lines, verdict = audit_report(args.file, "  ")
-        print(args.file)
-        print("\n".join(lines))
-        print(f"verdict: {verdict}")
+        print("\n".join([str(args.file), *lines, f"verdict: {verdict}"]))
         return 0 if verdict == VERIFIED else AUDIT_FAILED
     if args.command == "atlas":
         from .atlas.command import AtlasRequest, run_atlas

@@ -36,9 +36,10 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except IsADirectoryError:
         raise ConfigError(f"config file {path} is a folder, not a YAML file") from None
     except UnicodeDecodeError as error:
+        line = error.object[: error.start].count(b"\n") + 1
         raise ConfigError(
             f"config file {path} is not UTF-8 text (byte {error.object[error.start]:#04x} at "
-            f"offset {error.start}): save it as UTF-8"
+            f"offset {error.start}) on line {line}: save it as UTF-8"
         ) from None
     except OSError as error:
         raise ConfigError(f"config file {path} cannot be read ({error.strerror})") from None
@@ -49,8 +50,11 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ConfigError(f"config file {path} is not valid YAML at{where}: {problem}") from None
-    if data is None:
-        return {}
+    if data is None:  # Snakemake refuses such a --configfile too
+        raise ConfigError(
+            f"config file {path} holds no keys (it is empty or only comments): add the keys to "
+            "change, or leave the file out"
+        )
     if not isinstance(data, dict):
         raise ConfigError(
             f"config file {path} holds a {type(data).__name__}, not a mapping of keys to values"
@@ -273,6 +277,13 @@ def _size_problems(config: dict[str, Any]) -> list[str]:
         ("streaming.memory.measured.cache", "streaming.memory.measured.steps", ": it must fill"),
     ):
         problems.append(_below(c, small, large, why))
+    caches, sinks = _get(c, "streaming.latency.caches", list), _get(c, "streaming.latency.sinks")
+    small = [v for v in caches if _ints(v, sinks) and v <= sinks] if caches is not _MISSING else []
+    if small:
+        problems.append(
+            f"'streaming.latency.caches' ({small}) must each be larger than "
+            f"'streaming.latency.sinks' ({sinks}){inside}"
+        )
     problems.append(
         _divides(c, "streaming.pretrain.arch.n_heads", "streaming.pretrain.arch.d_model",
                  " (heads split it)")

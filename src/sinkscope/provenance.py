@@ -4,15 +4,21 @@ Every output of the pipeline carries one provenance record (a JSON-able dict):
 figures in their PNG text chunks and PDF info dictionary, parquet tables in their footer
 metadata, JSON results under the key `provenance`, other files in a `<file>.prov.json` sidecar.
 
-Each record also holds `content_sha256`, the hash of the output's own content, so that
-`sinkscope audit` can tell whether the file was changed after it was written:
-- JSON: sha256 of the canonical JSON (sorted keys, compact) of the object without `provenance`;
-- sidecar: sha256 of the described file's bytes;
-- PNG: sha256 of the file without the record's text chunk (the image as rendered);
-- PDF and parquet: sha256 of the file's bytes with the record's own bytes (the PDF keywords
-  string, the parquet footer value) left out. The record is written with a placeholder hash of
-  the same length, the hash is taken around it, then the placeholder is overwritten in place.
-`read` returns the record without this field; `content_check` compares it with the file.
+Each record is sealed by two digests, so that `sinkscope audit` can tell whether a file was
+changed after it was written, and which part:
+- `content_sha256`, the hash of the output's own content:
+  JSON: sha256 of the canonical JSON (sorted keys, compact) of the object without `provenance`;
+  sidecar: sha256 of the described file's bytes;
+  PNG: sha256 of the file without the record's text chunk (the image as rendered);
+  PDF and parquet: sha256 of the file's bytes with the record's own bytes (the PDF keywords
+  string, the parquet footer value) left out. The record is written with placeholder digests of
+  the same length, the hash is taken around it, then the placeholder is overwritten in place;
+- `record_sha256`, the hash of the canonical JSON of the record itself, content hash included.
+Each input is named by the hash of its file and, where it carries a record, by that record's two
+digests, so the records of a run form a chain up to the scorecard. A record is accepted only in
+the exact bytes a writer produces (PNG chunks with their CRCs, the PDF string escaped as written,
+the parquet footer value, JSON as indented): any edit of a record's bytes is found.
+`read` returns the record without the digests; `seal_of` says whether they hold.
 
 Every file is written atomically (`sinkscope.files`); the code version of a job is
 `sinkscope.codedigest`'s.
@@ -31,6 +37,8 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -43,7 +51,8 @@ from .files import atomic_path, file_mode, locked_temporary, sha256_file, sha256
 KEY = "sinkscope-provenance"
 SIDECAR_SUFFIX = ".prov.json"
 CONTENT = "content_sha256"
-PLACEHOLDER = "0" * 64  # the content hash while it is being computed (same length as a digest)
+RECORD = "record_sha256"
+PLACEHOLDER = "0" * 64  # a digest while it is being computed (same length)
 PACKAGES = (
     "sinkscope",
     "torch",
@@ -97,8 +106,18 @@ def describe_device(device: str) -> str:
 
 
 def _input_record(path: str | Path) -> dict[str, Any]:
+    """An input by the hash of its file and, where it carries a record, that record's seal."""
     path = Path(path)
-    return {"path": str(path), "sha256": sha256_path(path) if path.exists() else None}
+    item: dict[str, Any] = {
+        "path": str(path),
+        "sha256": sha256_path(path) if path.exists() else None,
+    }
+    if path.is_file():
+        with contextlib.suppress(BadInput):  # unreadable: its file hash still names it
+            seal = seal_of(path, content=False)  # as recorded: its file hash checks the rest
+            if seal.record is not None:
+                item[CONTENT], item[RECORD] = seal.content_sha256, seal.record_sha256
+    return item
 
 
 def _jsonable(value: Any) -> Any:
@@ -194,7 +213,7 @@ class Recorder:
         }
 
 
-# --- content hashes ----------------------------------------------------------------------------
+# --- seals: the content digest and the record's digest of itself ------------------------------
 
 
 def json_digest(obj: Any) -> str:
@@ -203,14 +222,50 @@ def json_digest(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _seal(prov: dict[str, Any], content: str) -> dict[str, Any]:
+    """`prov` with the content digest and the digest of the two together."""
+    record = {**_jsonable(prov), CONTENT: content}
+    return {**record, RECORD: json_digest(record)}
+
+
+def _unsealed(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in (CONTENT, RECORD)}
+
+
+def _seal_problem(record: Any) -> str | None:
+    """Why a record read back is not one a writer sealed (None: it is)."""
+    if not isinstance(record, dict):
+        return "its record is not a JSON object"
+    if not isinstance(record.get(RECORD), str) or not isinstance(record.get(CONTENT), str):
+        return "its record carries no seal"
+    if json_digest({k: v for k, v in record.items() if k != RECORD}) != record[RECORD]:
+        return "its record differs from the record's own digest"
+    return None
+
+
 def sealed(obj: dict[str, Any], prov: dict[str, Any]) -> dict[str, Any]:
-    """`obj` with its provenance record, the record holding the hash of `obj`'s content."""
+    """`obj` with its provenance record, the record sealed with the hash of `obj`'s content."""
     body = _jsonable({k: v for k, v in obj.items() if k != "provenance"})
-    return {**body, "provenance": {**_jsonable(prov), CONTENT: json_digest(body)}}
+    return {**body, "provenance": _seal(prov, json_digest(body))}
 
 
-def _payload(prov: dict[str, Any], digest: str = PLACEHOLDER) -> bytes:
-    return json.dumps({**_jsonable(prov), CONTENT: digest}).encode("ascii")
+def _payload(record: dict[str, Any]) -> bytes:
+    """The bytes an embedded record is written as (sorted keys, ASCII): its only accepted form."""
+    return json.dumps(record, sort_keys=True).encode("ascii")
+
+
+def _placeholder(prov: dict[str, Any]) -> bytes:
+    """The payload while the content digest is computed: both digests zeros, of the same length."""
+    return _payload({**_jsonable(prov), CONTENT: PLACEHOLDER, RECORD: PLACEHOLDER})
+
+
+def json_text(obj: dict[str, Any]) -> str:
+    """The text a JSON output, sidecar or manifest is written as (indented, its record last
+    with its keys sorted at every depth): the only form accepted back."""
+    body = {k: v for k, v in obj.items() if k != "provenance"}
+    if "provenance" in obj:
+        body["provenance"] = json.loads(json.dumps(obj["provenance"], sort_keys=True, default=str))
+    return json.dumps(body, indent=2, default=str) + "\n"
 
 
 def _digest_without(path: Path, start: int, end: int, chunk: int = 1 << 22) -> str:
@@ -241,29 +296,43 @@ def _patch(path: Path, start: int, old: bytes, new: bytes) -> None:
         handle.write(new)
 
 
-def _parquet_span(path: Path, payload: bytes) -> int:
-    """Where `payload` (a footer metadata value) starts in a parquet file."""
+def _parquet_footer(path: Path) -> tuple[int, bytes]:
+    """(offset, bytes) of a parquet file's footer; BadInput unless both magics are there."""
     size = path.stat().st_size
     with open(path, "rb") as handle:
+        head = handle.read(4)
         handle.seek(max(0, size - 8))
         tail = handle.read(8)
-        if size < 12 or tail[4:] != b"PAR1":
-            raise BadInput(f"{path} is not a complete parquet file (no footer)")
+        if size < 12 or head != b"PAR1" or tail[4:] != b"PAR1":
+            raise BadInput(f"{path} is not a complete parquet file (no PAR1 header or footer)")
         footer = struct.unpack("<I", tail[:4])[0]
         start = size - 8 - footer
+        if start < 4:
+            raise BadInput(f"{path} is not a complete parquet file (its footer length is wrong)")
         handle.seek(start)
-        region = handle.read(footer)
-    if region.count(payload) != 1:
-        raise BadInput(f"{path}: its provenance record is not found once in the footer")
-    return start + region.index(payload)
+        return start, handle.read(footer)
+
+
+def _parquet_span(path: Path, payload: bytes) -> int | None:
+    """Where `payload` (a footer metadata value) starts in a parquet file; None unless it is
+    there exactly once."""
+    start, region = _parquet_footer(path)
+    return start + region.index(payload) if region.count(payload) == 1 else None
 
 
 def _seal_parquet(path: Path, prov: dict[str, Any]) -> None:
-    """Replace the placeholder hash of a parquet file's record by the hash of the rest."""
-    payload = _payload(prov)
-    start = _parquet_span(path, payload)
-    digest = _digest_without(path, start, start + len(payload))
-    _patch(path, start, payload, _payload(prov, digest))
+    """Replace the placeholder digests of a parquet file's record by the seal of the rest."""
+    placeholder = _placeholder(prov)
+    start = _parquet_span(path, placeholder)
+    if start is None:
+        raise RuntimeError(f"{path}: the record is not found once in the footer")
+    digest = _digest_without(path, start, start + len(placeholder))
+    _patch(path, start, placeholder, _payload(_seal(prov, digest)))
+
+
+def _pdf_literal(payload: bytes) -> bytes:
+    """A payload as a PDF literal string, escaped as matplotlib writes it."""
+    return b"(" + re.sub(rb"([\\()])", rb"\\\1", payload) + b")"
 
 
 def _pdf_span(data: bytes) -> tuple[int, int]:
@@ -286,25 +355,30 @@ def _pdf_span(data: bytes) -> tuple[int, int]:
     raise BadInput("unterminated /Keywords string")
 
 
-def _png_chunks(data: bytes, path: Path) -> list[tuple[bytes, bytes, int, int]]:
-    """(type, data, start, end) of each chunk of a PNG file."""
+def _png_chunks(data: bytes, path: Path) -> list[tuple[bytes, bytes, int, int, bool]]:
+    """(type, data, start, end, whether its CRC holds) of each chunk of a PNG file."""
     if data[:8] != b"\x89PNG\r\n\x1a\n":
         raise BadInput(f"{path} is not a PNG file")
     chunks, at = [], 8
     while at < len(data):
         if at + 8 > len(data):
-            raise BadInput(f"{path} is a truncated PNG file: regenerate it")
+            raise BadInput(f"{path} is a truncated PNG file")
         length, kind = struct.unpack(">I4s", data[at : at + 8])
         end = at + 12 + length
         if end > len(data):
-            raise BadInput(f"{path} is a truncated PNG file: regenerate it")
-        chunks.append((kind, data[at + 8 : at + 8 + length], at, end))
+            raise BadInput(f"{path} is a truncated PNG file")
+        (crc,) = struct.unpack(">I", data[end - 4 : end])
+        intact = zlib.crc32(data[at + 4 : end - 4]) & 0xFFFFFFFF == crc
+        chunks.append((kind, data[at + 8 : end - 4], at, end, intact))
         at = end
         if kind == b"IEND":
             break
-    if not chunks or chunks[-1][0] != b"IEND":
-        raise BadInput(f"{path} is a truncated PNG file (no IEND chunk): regenerate it")
+    if not chunks or chunks[-1][0] != b"IEND" or at != len(data):
+        raise BadInput(f"{path} is a truncated PNG file (no IEND chunk at its end)")
     return chunks
+
+
+_PNG_TEXT = (b"tEXt", b"zTXt", b"iTXt")
 
 
 def _png_text(kind: bytes, body: bytes) -> tuple[str, str] | None:
@@ -322,19 +396,6 @@ def _png_text(kind: bytes, body: bytes) -> tuple[str, str] | None:
     return None
 
 
-def _png_record(path: Path) -> tuple[str | None, bytes]:
-    """The record text of a PNG and the file's bytes without its chunk."""
-    data = path.read_bytes()
-    text, kept = None, [data[:8]]
-    for kind, body, start, end in _png_chunks(data, path):
-        found = _png_text(kind, body) if kind in (b"tEXt", b"zTXt", b"iTXt") else None
-        if found and found[0] == KEY:
-            text = found[1]
-        else:
-            kept.append(data[start:end])
-    return text, b"".join(kept)
-
-
 def _png_with_record(png: bytes, payload: bytes) -> bytes:
     """A PNG with a tEXt chunk `KEY: payload` after its header chunk."""
     body = KEY.encode("latin-1") + b"\0" + payload
@@ -348,14 +409,14 @@ def _png_with_record(png: bytes, payload: bytes) -> bytes:
 
 
 def write_json(obj: dict[str, Any], path: str | Path, prov: dict[str, Any]) -> None:
-    """A JSON object with the record under `provenance` (the hash of the rest in the record;
-    a sidecar's record describes another file and holds that file's hash, see write_sidecar)."""
+    """A JSON object with the record under `provenance`, sealed with the hash of the rest (a
+    sidecar's record describes another file and is sealed with its hash, see write_sidecar)."""
     if str(path).endswith(SIDECAR_SUFFIX):
         content = {**_jsonable(obj), "provenance": _jsonable(prov)}
     else:
         content = sealed(obj, prov)
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(content, indent=2, default=str) + "\n")
+        tmp.write_text(json_text(content))
 
 
 def write_parquet(df: Any, path: str | Path, prov: dict[str, Any]) -> None:
@@ -366,7 +427,7 @@ def write_parquet(df: Any, path: str | Path, prov: dict[str, Any]) -> None:
     with atomic_path(path) as tmp:
         with pq.ParquetWriter(tmp, table.schema) as writer:
             writer.write_table(table)
-            writer.add_key_value_metadata({KEY: _payload(prov).decode()})
+            writer.add_key_value_metadata({KEY: _placeholder(prov).decode()})
         _seal_parquet(tmp, prov)
 
 
@@ -398,7 +459,7 @@ class ParquetStream:
     def close(self, prov: dict[str, Any]) -> None:
         if self.writer is None:
             raise ValueError(f"no rows were written to {self.path}")
-        self.writer.add_key_value_metadata({KEY: _payload(prov).decode()})
+        self.writer.add_key_value_metadata({KEY: _placeholder(prov).decode()})
         self.writer.close()
         _seal_parquet(self.tmp, prov)
         os.chmod(self.tmp, file_mode())
@@ -407,15 +468,16 @@ class ParquetStream:
 
 
 def write_sidecar(path: str | Path, prov: dict[str, Any]) -> None:
-    """The provenance sidecar `<path>.prov.json` of a file already written, with its hash."""
-    record = {**_jsonable(prov), CONTENT: sha256_file(path)}
+    """The provenance sidecar `<path>.prov.json` of a file already written, sealed with its
+    hash."""
+    record = _seal(prov, sha256_file(path))
     write_json({"describes": Path(path).name}, f"{path}{SIDECAR_SUFFIX}", record)
 
 
 def write_with_sidecar(text: str, path: str | Path, prov: dict[str, Any]) -> None:
     """Write a text file (CSV, Markdown) and its provenance sidecar `<path>.prov.json`."""
     data = text.encode()
-    record = {**_jsonable(prov), CONTENT: hashlib.sha256(data).hexdigest()}
+    record = _seal(prov, hashlib.sha256(data).hexdigest())
     write_json({"describes": Path(path).name}, f"{path}{SIDECAR_SUFFIX}", record)
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
@@ -429,17 +491,16 @@ def save_figure(fig: Any, png_path: str | Path, prov: dict[str, Any]) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=150)
     png = buffer.getvalue()
-    digest = hashlib.sha256(png).hexdigest()
+    record = _seal(prov, hashlib.sha256(png).hexdigest())
     with atomic_path(png_path) as tmp:
-        tmp.write_bytes(_png_with_record(png, _payload(prov, digest)))
+        tmp.write_bytes(_png_with_record(png, _payload(record)))
     with atomic_path(png_path.with_suffix(".pdf")) as tmp:
-        payload = _payload(prov).decode()
-        fig.savefig(tmp, format="pdf", metadata={"Subject": KEY, "Keywords": payload})
+        placeholder = _placeholder(prov)
+        fig.savefig(tmp, format="pdf", metadata={"Subject": KEY, "Keywords": placeholder.decode()})
         data = tmp.read_bytes()
         start, end = _pdf_span(data)
         digest = hashlib.sha256(data[:start] + data[end:]).hexdigest()
-        at = data.rindex(PLACEHOLDER.encode(), start, end)  # the record's last value
-        _patch(tmp, at, PLACEHOLDER.encode(), digest.encode())
+        _patch(tmp, start, _pdf_literal(placeholder), _pdf_literal(_payload(_seal(prov, digest))))
 
 
 # --- reader ----------------------------------------------------------------------------------
@@ -448,86 +509,178 @@ def save_figure(fig: Any, png_path: str | Path, prov: dict[str, Any]) -> None:
 def _unreadable(path: Path, kind: str, error: BaseException) -> BadInput:
     return BadInput(
         f"{path} is not a readable {kind} file ({first_line(error)}): it is truncated or was "
-        "changed; delete it and rerun snakemake to rebuild it"
+        "changed"
     )
 
 
-def _read_full(path: Path) -> dict[str, Any] | None:
-    """The record carried by a file, with its content hash, or None."""
+@dataclass
+class Seal:
+    """A file's record, and whether the record and the content are as they were written."""
+
+    record: dict[str, Any] | None  # the record without its digests; None: the file carries none
+    edited: str | None = None  # why the record is not as it was written (None: it is)
+    modified: str | None = None  # why the content is not as it was written (None: it is)
+    content_sha256: str | None = None  # the content digest the record holds
+    record_sha256: str | None = None  # the record's digest of itself
+
+
+Found = tuple[Any, str | None, Callable[[], str | None], str | None]
+"""What a reader finds: the record, why it is not as written, the content digest now (a
+function: None where the content cannot be separated from the record), and a problem of the
+content's bytes."""
+
+
+def _sealed_as_found(found: Found, content: bool) -> Seal:
+    """The seal of a record read from a file; the content hashed only if `content`."""
+    record, edited, actual, layout = found
+    if not isinstance(record, dict):
+        return Seal(None, edited or "its record is not a JSON object")
+    edited = edited or _seal_problem(record)
+    recorded, modified = record.get(CONTENT), layout
+    now = actual() if content else recorded
+    if now is not None and now != recorded:
+        modified = "its content differs from its record"
+    elif now is None and edited is None:
+        modified = "its content cannot be found beside its record"
+    return Seal(_unsealed(record), edited, modified, recorded, record.get(RECORD))
+
+
+def _parse(text: str | bytes, path: Path, kind: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise _unreadable(path, kind, error) from None
+
+
+def _json_seal(path: Path, described: Path | None = None) -> Seal | Found:
+    """A JSON output (its record under `provenance`, the content the rest) or, `described`
+    given, a sidecar (the content that file's bytes). Both must be in the form written."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise _unreadable(path, "JSON", error) from None
+    obj = _parse(text, path, "provenance sidecar" if described else "JSON")
+    if not isinstance(obj, dict) or "provenance" not in obj:
+        return Seal(None)
+    record, written = obj["provenance"], json_text(obj)
+    boundary = written.find('\n  "provenance": ')  # written last
+    edited = layout = None
+    if text != written:
+        first = len(os.path.commonprefix([text, written]))
+        problem = f"its bytes are not those written (from character {first})"
+        edited, layout = (problem, None) if first > boundary else (None, problem)
+    if described is not None:
+        if obj.get("describes") != described.name or set(obj) != {"describes", "provenance"}:
+            edited = edited or f"it does not describe {described.name} as written"
+        return (
+            record,
+            edited,
+            lambda: sha256_file(described) if described.is_file() else None,
+            layout,
+        )
+    body = {k: v for k, v in obj.items() if k != "provenance"}
+    return record, edited, lambda: json_digest(body), layout
+
+
+def _png_seal(path: Path) -> Seal | Found:
+    data = path.read_bytes()
+    texts, kept, damaged, damaged_text = [], [data[:8]], [], []
+    for kind, body, start, end, intact in _png_chunks(data, path):
+        if not intact:
+            (damaged_text if kind in _PNG_TEXT else damaged).append(f"{kind.decode()} at {start}")
+        try:
+            found = _png_text(kind, body) if kind in _PNG_TEXT else None
+        except (ValueError, zlib.error):
+            found = None
+        if found and found[0] == KEY:
+            texts.append(found[1])
+        else:
+            kept.append(data[start:end])
+    if not texts and not damaged_text:
+        return Seal(None)
+    edited = f"its text chunk {damaged_text[0]} fails its CRC" if damaged_text else None
+    if len(texts) != 1:
+        return Seal(None, edited or f"it holds {len(texts)} provenance chunks")
+    record = _parse(texts[0], path, "PNG record in the")
+    if (
+        edited is None
+        and isinstance(record, dict)
+        and texts[0].encode("latin-1") != _payload(record)
+    ):
+        edited = "its record's bytes are not those written"
+    layout = f"its chunk {damaged[0]} fails its CRC" if damaged else None
+    return record, edited, lambda: hashlib.sha256(b"".join(kept)).hexdigest(), layout
+
+
+def _pdf_seal(path: Path) -> Seal | Found:
+    from pypdf import PdfReader
+
+    try:
+        info = PdfReader(path, strict=True).metadata or {}
+        if info.get("/Subject") != KEY:
+            return Seal(None)
+        keywords = str(info["/Keywords"])
+    except Exception as error:  # pypdf raises many kinds of errors for a damaged file
+        raise _unreadable(path, "PDF", error) from None
+    record = _parse(keywords, path, "PDF")
+    data = path.read_bytes()
+    start, end = _pdf_span(data)
+    edited = None
+    if not isinstance(record, dict) or data[start:end] != _pdf_literal(_payload(record)):
+        edited = "its record's bytes are not those written"
+    return record, edited, lambda: hashlib.sha256(data[:start] + data[end:]).hexdigest(), None
+
+
+def _parquet_seal(path: Path) -> Seal | Found:
+    import pyarrow.parquet as pq
+
+    try:
+        raw = (pq.ParquetFile(path).metadata.metadata or {}).get(KEY.encode())
+    except (OSError, ValueError) as error:  # ArrowInvalid is a ValueError
+        raise _unreadable(path, "parquet", error) from None
+    _parquet_footer(path)  # both magics
+    if raw is None:
+        return Seal(None)
+    record = _parse(raw, path, "parquet")
+    start = _parquet_span(path, _payload(record)) if isinstance(record, dict) else None
+    if start is None:
+        return record, "its record's bytes are not those written", lambda: None, None
+    return record, None, lambda: _digest_without(path, start, start + len(raw)), None
+
+
+def seal_of(path: str | Path, content: bool = True) -> Seal:
+    """The record a file carries (in a `.prov.json` sidecar, or embedded by its format) and
+    whether it and (if `content`) the content are as written. BadInput naming the file if it
+    is unreadable."""
+    path = Path(path)
     sidecar = Path(f"{path}{SIDECAR_SUFFIX}")
     if sidecar.exists():
-        try:
-            return json.loads(sidecar.read_text())["provenance"]
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
-            raise _unreadable(sidecar, "provenance sidecar", error) from None
-    suffix = path.suffix.lower()
-    if suffix == ".png":
-        text, _ = _png_record(path)
-        try:
-            return json.loads(text) if text else None
-        except ValueError as error:
-            raise _unreadable(path, "PNG record in the", error) from None
-    if suffix == ".pdf":
-        from pypdf import PdfReader
-
-        try:
-            info = PdfReader(path).metadata or {}
-            return json.loads(info["/Keywords"]) if info.get("/Subject") == KEY else None
-        except Exception as error:  # pypdf raises many kinds of errors for a damaged file
-            raise _unreadable(path, "PDF", error) from None
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            raw = (pq.ParquetFile(path).metadata.metadata or {}).get(KEY.encode())
-            return json.loads(raw) if raw else None
-        except (OSError, ValueError) as error:  # ArrowInvalid is a ValueError
-            raise _unreadable(path, "parquet", error) from None
-    if suffix == ".json":
-        try:
-            obj = json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError) as error:
-            raise _unreadable(path, "JSON", error) from None
-        return obj.get("provenance") if isinstance(obj, dict) else None
-    return None
+        found = _json_seal(sidecar, described=path)
+    elif path.name.endswith(SIDECAR_SUFFIX):  # a sidecar itself: its record is of the file beside
+        found = _json_seal(path, described=path.with_name(path.name[: -len(SIDECAR_SUFFIX)]))
+    else:
+        readers = {
+            ".png": _png_seal,
+            ".pdf": _pdf_seal,
+            ".parquet": _parquet_seal,
+            ".json": _json_seal,
+        }
+        reader = readers.get(path.suffix.lower())
+        found = reader(path) if reader else Seal(None)
+    return found if isinstance(found, Seal) else _sealed_as_found(found, content)
 
 
 def read(path: str | Path) -> dict[str, Any] | None:
-    """The provenance record carried by a file, or None if it carries none.
+    """The provenance record carried by a file, without its digests, or None if it carries none.
 
     BadInput (naming the file) if the file or its record cannot be read."""
-    record = _read_full(Path(path))
-    if record is None:
-        return None
-    return {k: v for k, v in record.items() if k != CONTENT}
+    return seal_of(path, content=False).record
 
 
 def content_check(path: str | Path) -> tuple[str | None, str | None]:
-    """(the content hash a file's record holds, the hash of its content now); the first is
-    None where the record holds none (an older writer). BadInput if the file is unreadable."""
-    path = Path(path)
-    record = _read_full(path)
-    recorded = (record or {}).get(CONTENT)
-    if recorded is None:
-        return None, None
-    if Path(f"{path}{SIDECAR_SUFFIX}").exists():
-        return recorded, sha256_file(path)
-    if path.name.endswith(SIDECAR_SUFFIX):  # a sidecar itself: its record is of the file beside
-        described = path.with_name(path.name[: -len(SIDECAR_SUFFIX)])
-        return recorded, sha256_file(described) if described.is_file() else None
-    suffix = path.suffix.lower()
-    if suffix == ".png":
-        return recorded, hashlib.sha256(_png_record(path)[1]).hexdigest()
-    if suffix == ".pdf":
-        data = path.read_bytes()
-        start, end = _pdf_span(data)
-        return recorded, hashlib.sha256(data[:start] + data[end:]).hexdigest()
-    if suffix == ".parquet":
-        payload = _payload({k: v for k, v in record.items() if k != CONTENT}, recorded)
-        try:
-            start = _parquet_span(path, payload)
-        except BadInput:
-            return recorded, None  # the record itself was changed
-        return recorded, _digest_without(path, start, start + len(payload))
-    obj = json.loads(path.read_text())
-    return recorded, json_digest({k: v for k, v in obj.items() if k != "provenance"})
+    """(the content digest a file's record holds, the digest of its content now: the same
+    unless the content or the record was changed)."""
+    seal = seal_of(path)
+    if seal.edited or seal.modified:
+        return seal.content_sha256, None
+    return seal.content_sha256, seal.content_sha256

@@ -4,6 +4,7 @@ pipeline's configuration file."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from ..config import ConfigError, corpora, load_config, validate_config
 from ..data.text import corpus_text, read_corpus
 from ..device import resolve_device
+from ..errors import UserError
 from ..provenance import Recorder
 from .build import PAGE, extract_atlas, image_inputs, text_inputs, write_page
 from .load import open_model
@@ -50,6 +52,18 @@ def folder_name(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "--", name).strip("-") or "model"
 
 
+def check_out(out: Path) -> None:
+    """Refuse an output folder that is a file, lies under one or cannot be written, before any
+    model is loaded; nothing is created."""
+    existing = out.absolute()
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"--out {out}: {existing} is a file, not a folder; name a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"--out {out}: {existing} is not writable; name a folder you can write")
+
+
 def run_atlas(request: AtlasRequest) -> Path:
     """Build the atlas of the requested model(s); return the page's path."""
     path = config_file(request.config)
@@ -60,6 +74,7 @@ def run_atlas(request: AtlasRequest) -> Path:
     data = config["data"]
     settings = {key: config["extract"][key] for key in ("batch_size", "map_tokens")}
     out = request.out or Path("atlas") / folder_name(request.models[0])
+    check_out(out)
     models_dir = Path("resources/models")
     atlases, records, files = [], [], []
     for spec in request.models:

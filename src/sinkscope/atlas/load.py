@@ -3,7 +3,6 @@ Hugging Face folder, a GGUF file, a local timm folder or a Hugging Face hub id."
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from ..errors import UserError
 from ..hub import ModelUnavailable, hub_snapshot
 from ..models import load_model, load_tokenizer, materialise
 from ..models.attention import attention_layers
+from ..models.cache import check_model_folder
 from ..models.sources import causal_lm_from_gguf, processor_preprocessing, timm_preprocessing
 from ..provenance import Recorder
 
@@ -96,7 +96,7 @@ def _from_cache(cache: Path, name: str, device: str) -> OpenedModel:
 
 def _from_folder(folder: Path, name: str, record: dict[str, Any]) -> OpenedModel:
     """A local Hugging Face folder, or a timm one (its config.json names an `architecture`)."""
-    settings = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    settings = check_model_folder(folder)
     if "architecture" in settings and "model_type" not in settings:
         return _timm_folder(folder, name, settings, record)
     import transformers

@@ -22,15 +22,16 @@ import contextlib
 import json
 import os
 import re
+import struct
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UserError
+from ..errors import BadInput, UserError, first_line
 from ..files import atomic_path, dir_mode, file_mode, sha256_file, temporary_dir
-from ..provenance import sealed
+from ..provenance import json_text, sealed
 
 if TYPE_CHECKING:
     import torch
@@ -53,6 +54,57 @@ class CorruptCache(UserError, RuntimeError):
 
 def _rebuild(cache_dir: Path) -> str:
     return f"delete {cache_dir} and rerun snakemake to materialise it again"
+
+
+# --- model files, read before any library loads them ------------------------------------------
+
+
+def check_model_config(path: Path) -> dict[str, Any]:
+    """A model folder's config.json as a JSON object; BadInput naming it otherwise."""
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise BadInput(
+            f"{path} is not valid JSON ({first_line(error)}): a model folder needs the "
+            "config.json its library wrote"
+        ) from None
+    if not isinstance(settings, dict):
+        raise BadInput(f"{path} holds a {type(settings).__name__}, not a JSON object of settings")
+    return settings
+
+
+def check_safetensors(path: Path) -> None:
+    """A safetensors file whose header is JSON and whose tensors fill the file exactly;
+    BadInput naming it if it is truncated or is no safetensors file."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+        length = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+        header = handle.read(length) if 0 < length <= size - 8 else b""
+    try:
+        tensors = json.loads(header) if header else None
+        ends = [t["data_offsets"][1] for k, t in tensors.items() if k != "__metadata__"]
+    except (ValueError, UnicodeDecodeError, AttributeError, KeyError, TypeError, IndexError):
+        tensors = None
+    if tensors is None:
+        raise BadInput(
+            f"{path} is not a safetensors file (it does not start with a safetensors header "
+            "of 8 length bytes and JSON): it is truncated or damaged"
+        )
+    if 8 + length + max(ends, default=0) != size:
+        raise BadInput(
+            f"{path} is a truncated or damaged safetensors file: its header describes "
+            f"{8 + length + max(ends, default=0)} bytes, the file holds {size}"
+        )
+
+
+def check_model_folder(folder: Path) -> dict[str, Any]:
+    """The config.json of a model folder, its safetensors weights checked; BadInput naming the
+    file at fault."""
+    settings = check_model_config(folder / "config.json")
+    for weights in sorted(folder.glob("*.safetensors")):
+        check_safetensors(weights)
+    return settings
 
 
 def storage_dtype(dtype: str) -> str:
@@ -296,7 +348,7 @@ def write_cache(
         manifest["weights_sha256"] = {name: manifest["files"][name] for name in weights}
         if provenance is not None:
             manifest = sealed(manifest, provenance())
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        (tmp / MANIFEST).write_text(json_text(manifest))
         if cache_dir.exists():
             shutil.rmtree(cache_dir)
         os.replace(tmp, cache_dir)
@@ -357,6 +409,10 @@ def _architecture(
                 f"which this transformers version lacks; {_rebuild(cache_dir)}"
             )
         if weights:
+            try:
+                check_model_folder(cache_dir)
+            except BadInput as error:
+                raise CorruptCache(f"{error}; {_rebuild(cache_dir)}") from None
             return cls.from_pretrained(cache_dir, dtype=dtype, attn_implementation="eager")
         return cls._from_config(cls.config_class.from_pretrained(cache_dir))
     else:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UserError
+from ..errors import BadInput, UserError, first_line
 from ..files import temporary_dir
 from ..hub import hub_snapshot
 from .cache import cache_lock, storage_dtype, write_cache
@@ -48,13 +49,27 @@ def check_pinned_commit(revision: str, commit: str, name: str) -> None:
 
 
 def causal_lm_from_gguf(path: Path) -> tuple[torch.nn.Module, Any]:
-    """Dequantise a GGUF causal LM into a plain fp32 transformers model, and its tokenizer."""
+    """Dequantise a GGUF causal LM into a plain fp32 transformers model, and its tokenizer.
+    BadInput naming the file if it is no GGUF file or cannot be read as one."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    quantised = AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
-    )
+    with open(path, "rb") as handle:
+        magic = handle.read(4)
+    if magic != b"GGUF":
+        raise BadInput(
+            f"{path} is not a GGUF file (it starts with {magic!r}, a GGUF file with b'GGUF'): "
+            "name a .gguf model file"
+        )
+    try:
+        quantised = AutoModelForCausalLM.from_pretrained(
+            path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
+        )
+    except (ValueError, KeyError, IndexError, EOFError, struct.error) as error:
+        raise BadInput(
+            f"{path} is not a readable GGUF model ({first_line(error)}): it is truncated, "
+            "damaged or of an architecture transformers does not read from GGUF"
+        ) from None
     config = quantised.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
