@@ -42,7 +42,7 @@ def figure(tables, settings):
 
     fig, ax = plotting.figure()
     ax.plot(tables["points"].x, tables["points"].y, "o-")
-    fig.suptitle(plotting.title(settings["scale"], "D7", settings["title"]))
+    plotting.suptitle(fig, settings["scale"], "D7", settings["title"])
     return fig
 
 
