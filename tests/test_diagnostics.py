@@ -77,9 +77,19 @@ def parquet(tmp_path: Path, name: str, table: pd.DataFrame) -> str:
     return str(path)
 
 
-def run(exhibit, tmp_path, extracted, settings, claim_model="m", **claim_settings):
+def run(exhibit, tmp_path, extracted, settings, claim_model="m", units=None, **claim_settings):
     """The exhibit's tables from per-model extraction tables ({kind: {model: table}}) and its
-    claims on those tables as read back from parquet."""
+    claims on those tables as read back from parquet. Each model's inputs table gives every
+    sample a unit of its own, or `units(sample)`."""
+    units = units or (lambda sample: sample)
+    samples = {m: np.unique(t["sample"]) for m, t in extracted.get("heads", {}).items()}
+    extracted = {
+        "units": {
+            m: pd.DataFrame({"sample": s, "unit": [units(one) for one in s]})
+            for m, s in samples.items()
+        },
+        **extracted,
+    }
     inputs = {
         kind: [parquet(tmp_path, f"{model}_{kind}", table) for model, table in per_model.items()]
         for kind, per_model in extracted.items()
@@ -369,7 +379,7 @@ def test_u3_first_token_early_other_token_deep_unless_a_register(tmp_path):
 
 def test_u4_most_specialised_head_and_its_neighbours(tmp_path):
     sinks = {(0, 1): (0, "NOP"), (2, 0): (0, "NOP"), (2, 1): (0, "NOP")}  # layer 0 is left out
-    inputs = {(2, 0): 16, (2, 1): 6}
+    inputs = {(2, 0): 16, (2, 1): 2}
     heads = heads_table(n_samples=20, n_heads=4, sinks=sinks, inputs=inputs)
     tables, claims = run(u4, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
     found = claims["U4.specialised_heads"]
@@ -379,11 +389,11 @@ def test_u4_most_specialised_head_and_its_neighbours(tmp_path):
     # 16 of 20 images: the resamples spread the rate around 80, across the threshold 75
     assert verdict("U4.specialised_heads", found) is None
     neighbours = claims["U4.neighbours_do_not"]
-    assert neighbours.value == pytest.approx(10.0)
+    assert neighbours.value == pytest.approx(10.0)  # the highest neighbour, not their mean
     assert verdict("U4.neighbours_do_not", neighbours) is True
     assert neighbours.note == (
         "layer 2, head 0: a sink event on 80.0 % of 20 images; the other 3 heads of layer 2: "
-        "mean 10.0 %, max 30.0 %"
+        "max 10.0 %, mean 3.3 %, 0 of them on half of the images or more"
     )
     assert found.note == "layer 2, head 0: a sink event on 80.0 % of 20 images"
     assert set(tables["table"].columns) >= {"pct_relaxed", "pct_strict_0.1", "model"}
@@ -403,7 +413,34 @@ def test_u4_most_specialised_head_and_its_neighbours(tmp_path):
     neighbours = claims["U4.neighbours_do_not"]
     assert neighbours.value == pytest.approx(95.0)
     assert verdict("U4.neighbours_do_not", neighbours) is False
-    assert neighbours.note.endswith("the other 3 heads of layer 2: mean 95.0 %, max 95.0 %")
+    assert neighbours.note.endswith(
+        "the other 3 heads of layer 2: max 95.0 %, mean 95.0 %, 3 of them on half of the images "
+        "or more"
+    )
+    # one neighbour on every input, the others on none: their mean (33 %) is below half, but
+    # not every neighbour is
+    sinks = {(2, 0): (0, "NOP"), (2, 1): (0, "NOP")}
+    heads = heads_table(n_samples=20, n_heads=4, sinks=sinks, inputs={(2, 0): 20, (2, 1): 20})
+    _, claims = run(u4, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
+    neighbours = claims["U4.neighbours_do_not"]
+    assert neighbours.value == pytest.approx(100.0)
+    assert verdict("U4.neighbours_do_not", neighbours) is False
+
+
+def test_u4_intervals_are_bootstrapped_over_the_photographs(tmp_path):
+    """20 images cut from 5 photographs (4 crops each): the interval rests on 5 units and is
+    wider than over 20 independent images."""
+    sinks = {(2, 0): (0, "NOP")}
+    heads = heads_table(n_samples=20, n_heads=4, sinks=sinks, inputs={(2, 0): 14})
+    _, apart = run(u4, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
+    _, together = run(
+        u4, tmp_path, {"heads": {"m": heads}}, settings_for("m"), units=lambda s: s // 4
+    )
+    apart, together = apart["U4.specialised_heads"], together["U4.specialised_heads"]
+    assert (apart.interval.n, together.interval.n) == (20, 5)
+    assert together.interval.basis == "bootstrap over photographs"
+    width = lambda found: found.interval.high - found.interval.low  # noqa: E731
+    assert width(together) > width(apart)
 
 
 def test_u5_nop_early_broadcast_deep(tmp_path):

@@ -175,13 +175,37 @@ def grid(table: pd.DataFrame, keys: list[str], values: str | list[str]) -> np.nd
     return table[values].to_numpy().reshape(*shape, *tail)
 
 
+def read_units(paths: list[str], models: list[str]) -> dict[str, pd.DataFrame]:
+    """{model: its inputs' `sample` and `unit` columns} from the inputs table of each model
+    (`sinkscope.data.inputs.model_inputs`), in the order of `models`."""
+    return {
+        m: pd.read_parquet(path, columns=["sample", "unit"])
+        for m, path in zip(models, paths, strict=True)
+    }
+
+
+def with_units(per_input: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
+    """A per-input table with the independent `unit` each of its samples was drawn from."""
+    return per_input.merge(units, on="sample", how="left", validate="many_to_one")
+
+
+def input_units(per_input: pd.DataFrame) -> np.ndarray:
+    """The unit of each input of a per-input table, in the order of its sorted samples (the
+    first axis of `grid`): the clusters its claims are bootstrapped over."""
+    return per_input.groupby("sample").unit.first().sort_index().to_numpy()
+
+
 def over_inputs(
-    statistic: Callable[..., float | bool], *arrays: np.ndarray, unit: str
+    statistic: Callable[..., float | bool],
+    *arrays: np.ndarray,
+    unit: str,
+    clusters: np.ndarray | None = None,
 ) -> tuple[float | bool, Interval]:
     """`statistic(*arrays)` and its percentile bootstrap interval over the inputs, the first axis
     of every array (resampled together, `sinkscope.stats.bootstrap`: undecided when the value is
-    undefined)."""
-    return statistic(*arrays), bootstrap(statistic, *arrays, unit=unit)
+    undefined), or over the independent units they were drawn from (`clusters`, one per input,
+    named by `unit`)."""
+    return statistic(*arrays), bootstrap(statistic, *arrays, unit=unit, clusters=clusters)
 
 
 def per_input(n_events: int, n_inputs: int, unit: str) -> tuple[float, Interval]:

@@ -148,12 +148,14 @@ def _diagnostics(
     registers: bool = False,
     events: bool = False,
     extends: bool = False,
+    units: bool = False,
     table_settings: dict[str, Setting] | None = None,
     claim_settings: dict[str, Setting] | None = None,
 ) -> Exhibit:
     """A diagnostics exhibit; `events`: its tables count sink events (they read each model's
     registers and the first counted layer); `extends`: its claims on the image claim model are
-    measured on the text claim model too (`exhibits.TARGETS`)."""
+    measured on the text claim model too (`exhibits.TARGETS`); `units`: its tables read the
+    independent unit of each input (`data.inputs`), which its claims are bootstrapped over."""
 
     def models(plan: Plan) -> list[str]:
         return plan.models_of(modality, registers)
@@ -172,8 +174,11 @@ def _diagnostics(
         title=title,
         tables=tables,
         inputs=lambda plan: {
-            kind: [f"results/extract/{m}/{EXTRACT_FILES[kind]}.parquet" for m in models(plan)]
-            for kind in needs
+            **{
+                kind: [f"results/extract/{m}/{EXTRACT_FILES[kind]}.parquet" for m in models(plan)]
+                for kind in needs
+            },
+            **({"units": [f"resources/data/{m}.parquet" for m in models(plan)]} if units else {}),
         },
         table_settings={
             "models": models,
@@ -334,8 +339,16 @@ EXHIBITS: dict[str, Exhibit] = {
             ("heads",),
             events=True,
             extends=True,
+            units=True,
         ),
-        _diagnostics("U4", "head specialization", ("table", "per_input"), ("heads",), extends=True),
+        _diagnostics(
+            "U4",
+            "head specialization",
+            ("table", "per_input"),
+            ("heads",),
+            extends=True,
+            units=True,
+        ),
         _diagnostics(
             "U5",
             "dual regimes of sink events",
@@ -343,6 +356,7 @@ EXHIBITS: dict[str, Exhibit] = {
             ("heads",),
             events=True,
             extends=True,
+            units=True,
         ),
         _diagnostics(
             "U6",
@@ -351,6 +365,7 @@ EXHIBITS: dict[str, Exhibit] = {
             ("heads",),
             registers=True,
             events=True,
+            units=True,
         ),
         _diagnostics(
             "U7",
@@ -358,6 +373,7 @@ EXHIBITS: dict[str, Exhibit] = {
             ("table", "per_input"),
             ("heads", "qk"),
             extends=True,
+            units=True,
             table_settings={
                 "first_counted_layer": "diagnostics.first_counted_layer",
                 "min_event_rate": "diagnostics.intervention.min_event_rate",

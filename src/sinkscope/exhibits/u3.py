@@ -24,10 +24,14 @@ SHARES = {
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     heads = read_tables(inputs["heads"], settings["models"])
+    units = dx.read_units(inputs["units"], settings["models"])
     found = dx.sink_events(heads, settings["registers"], settings["first_counted_layer"])
+    per_input = {
+        m: dx.with_units(dx.per_input_locations(h, found[m]), units[m]) for m, h in heads.items()
+    }
     return {
         "table": stack({m: dx.layer_transitions(h, found[m]) for m, h in heads.items()}),
-        "per_input": stack({m: dx.per_input_locations(h, found[m]) for m, h in heads.items()}),
+        "per_input": stack(per_input),
     }
 
 
@@ -64,7 +68,8 @@ def measure(
     def pattern(sample: np.ndarray) -> bool:
         return modes(sample, early, deep) == (first, other)
 
-    holds, interval = dx.over_inputs(pattern, counts, unit=target.unit)
+    clusters = dx.input_units(per_input)
+    holds, interval = dx.over_inputs(pattern, counts, unit=target.independent, clusters=clusters)
     parts = []
     for name, layers in (("early", early), ("deep", deep)):
         shares = third_shares(counts, layers)
@@ -120,12 +125,12 @@ on a register. CLS holds it in early layers, specific patch tokens deeper.
 
 **Pipeline.** The diagnostics stage (`diagnostics.layer_transitions`): per layer, the share of
 counted sink events on the first token, a register or another token, and the events per input;
-`per_input` holds the events per (image, layer, location). The claim holds when the most frequent
-location (the largest share of a layer's events, averaged over the third's layers) over the first
-third of the layers is the first token (CLS) and over the last third another token (a patch); the
-boolean is bootstrapped over the images, so its interval says whether the pattern holds in every
-resample, in none or in some. Measured on the image claim model (`diagnostics.claim_models.image`);
-every other ViT is in the table.
+`per_input` holds the events per (image, layer, location). The claim holds when the most
+frequent location (the largest share of a layer's events, averaged over the third's layers) over
+the first third of the layers is the first token (CLS) and over the last third another token (a
+patch); the boolean is bootstrapped over the photographs the images were cut from, so its
+interval says whether the pattern holds in every resample, in none or in some. Measured on the
+image claim model (`diagnostics.claim_models.image`); every other ViT is in the table.
 
 **Extension: the same claims on an LLM (U3-U5, U7).** The Unifying View finds sinks in ViTs and
 LLMs alike, and applies these diagnostics to ViTs. The same statements are measured on the text

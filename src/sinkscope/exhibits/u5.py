@@ -21,11 +21,15 @@ NOP, BROADCAST = dx.CLASSES.index("NOP"), dx.CLASSES.index("Broadcast")
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     heads = read_tables(inputs["heads"], settings["models"])
+    units = dx.read_units(inputs["units"], settings["models"])
     found = dx.sink_events(heads, settings["registers"], settings["first_counted_layer"])
+    per_input = {
+        m: dx.with_units(dx.per_input_classes(h, found[m]), units[m]) for m, h in heads.items()
+    }
     return {
         "table": stack({m: f[dx.EVENT_COLUMNS] for m, f in found.items()}),
         "counts": stack({m: dx.regime_counts(f) for m, f in found.items()}),
-        "per_input": stack({m: dx.per_input_classes(h, found[m]) for m, h in heads.items()}),
+        "per_input": stack(per_input),
     }
 
 
@@ -59,7 +63,8 @@ def measure(
 ) -> dict[str, Measured]:
     per_input = tables["per_input"][tables["per_input"].model == model]
     counts = by_depth(per_input)  # (inputs, depth, class)
-    value, interval = dx.over_inputs(both, counts, unit=target.unit)
+    clusters = dx.input_units(per_input)
+    value, interval = dx.over_inputs(both, counts, unit=target.independent, clusters=clusters)
     shallow, deep = counts.sum((0, 2))
     events = f"{shallow} early+middle and {deep} deep events over {len(counts)} {target.unit}"
     if shallow and deep:
@@ -114,13 +119,13 @@ norms and rank-1 updates.
 **Pipeline.** `diagnostics.events` and `diagnostics.regime_counts`: the counted events with
 ratio_out, srank, class and band (thirds of the depth); `per_input` holds the events per (image,
 band, class). The claim value is the smaller of two differences: the NOP share of the events in
-the early + middle thirds minus in the deep third, and the Broadcast share in the deep third minus
-in the early + middle thirds (positive when both hold), bootstrapped over the images; the paper
-gives the order without a size, so the threshold is 0. U5 also reports the rates of U3-U6's
-controls (see U3): all counted events, NOP and Broadcast events per image. The claim's controls
-are its two classes at the paper's rates, 0.25 NOP and 0.09 Broadcast events per image: without
-Broadcast events the Broadcast shares differ by 0 and the claim would fail for want of the
-events it is about.
+the early + middle thirds minus in the deep third, and the Broadcast share in the deep third
+minus in the early + middle thirds (positive when both hold), bootstrapped over the photographs
+the images were cut from; the paper gives the order without a size, so the threshold is 0. U5
+also reports the rates of U3-U6's controls (see U3): all counted events, NOP and Broadcast
+events per image. The claim's controls are its two classes at the paper's rates, 0.25 NOP and
+0.09 Broadcast events per image: without Broadcast events the Broadcast shares differ by 0 and
+the claim would fail for want of the events it is about.
 """
 
 CAPTION = r"""
