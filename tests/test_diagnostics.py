@@ -307,37 +307,33 @@ def test_spearman_of_monotone_series():
     assert dx.spearman(pd.Series([1, 2, 3]), pd.Series([3, 2, 1])) == pytest.approx(-1.0)
 
 
-def test_s2_per_input_sink_rate_is_the_share_of_sink_heads():
-    """Gu et al.'s criterion per (window, layer): % of heads whose first-token share > 0.3."""
-    table = s2.per_input(heads_table(n_samples=2)).set_index(["sample", "layer"])
-    assert table.sink_rate.tolist() == [0, 0, 50] * 2  # only head 0 of layer 2 sinks (0.9)
-    assert table.first_share.loc[(0, 2)] == pytest.approx(0.5)
-    at_eps = heads_table(n_samples=1).assign(first_mass=0.3)
-    assert s2.per_input(at_eps).sink_rate.max() == 0  # the criterion is strict: > 0.3
+def test_s2_per_input_is_the_first_token_share_per_head():
+    table = s2.per_input(heads_table(n_samples=2)).set_index(["sample", "layer", "head"])
+    assert len(table) == 2 * 3 * 2
+    assert table.first_share.loc[(0, 2, 0)] == 0.9 and table.first_share.loc[(1, 2, 1)] == 0.1
 
 
-def test_s2_lowest_layer_sink_rate_beyond_the_bottom_two(tmp_path):
+def test_s2_lowest_head_beyond_the_bottom_two(tmp_path):
     heads = heads_table(n_samples=10, n_layers=4)
     beyond = heads.layer >= 2
     heads.loc[beyond, "first_mass"] = 0.5 + 0.02 * (heads.loc[beyond, "sample"] % 3)
     _, claims = run(s2, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
     found = claims["S2.initial_tokens_beyond_bottom_two"]
-    assert found.value == pytest.approx(100) and found.model == "m"
+    assert found.value == pytest.approx(0.518) and found.model == "m"
     assert found.note == (
-        "% of heads with first-token share > 0.3 per layer over layers 2-3, mean over 10 "
-        "windows: lowest 100.0 (layer 2), highest 100.0; head-averaged first-token share from "
-        "0.52 to 0.52"
+        "first-token share per head over layers 2-3, mean over 10 windows: lowest 0.52 "
+        "(layer 2, head 0), median 0.52; 4 of 4 heads above 0.3"
     )
     assert verdict("S2.initial_tokens_beyond_bottom_two", found) is True
     assert found.interval.n == 10 and found.interval.basis == "bootstrap over windows"
-    # layer 3: head 1 never a sink, head 0 a sink in 4 of the 10 windows: 20 % of its heads
-    low = heads.layer == 3
-    heads.loc[low, "first_mass"] = np.where(
-        (heads.loc[low, "head"] == 0) & (heads.loc[low, "sample"] % 3 == 0), 0.6, 0.2
-    )
+    # one head of layer 3 off the first token: the layer's other head and every other layer
+    # pass, but not all heads do (a share of sink heads per layer would hide it)
+    off = (heads.layer == 3) & (heads["head"] == 1)
+    heads.loc[off, "first_mass"] = 0.1
     _, claims = run(s2, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
     found = claims["S2.initial_tokens_beyond_bottom_two"]
-    assert found.value == pytest.approx(20) and "lowest 20.0 (layer 3)" in found.note
+    assert found.value == pytest.approx(0.1) and "(layer 3, head 1)" in found.note
+    assert "3 of 4 heads above 0.3" in found.note
     assert verdict("S2.initial_tokens_beyond_bottom_two", found) is False
     _, claims = run(s2, tmp_path, {"heads": {"m": heads_table(n_layers=2)}}, settings_for("m"))
     found = claims["S2.initial_tokens_beyond_bottom_two"]
@@ -656,13 +652,19 @@ def test_d1_middle_layers_mostly_nonpositive(tmp_path):
         extracted = {"layers": {"m": layers}, "cosine": {"m": cosine}, "heads": {"m": heads}}
         return run(d1, tmp_path, extracted, settings_for("m"))
 
-    tables, claims = claims_for([0.7, 0.9])
+    # a mean over the middle layers (0.8) would pass "most tokens"; the lowest layer does not
+    # keep the cosine non-positive
+    _, claims = claims_for([0.7, 0.9])
     found = claims["D1.middle_layers_nonpositive"]
-    assert found.value == pytest.approx(0.8)
+    assert found.value == pytest.approx(0.7)
     assert found.note == (
-        "share of tokens with cos(h_first, h_t) <= 0 over layers 2-3 (middle third of 6): 0.80, "
-        "10 windows"
+        "share of tokens with cos(h_first, h_t) <= 0 per layer over layers 2-3 (middle third of "
+        "6), mean over 10 windows: lowest 0.70 (layer 2), highest 0.90"
     )
+    assert verdict("D1.middle_layers_nonpositive", found) is False
+    tables, claims = claims_for([0.95, 0.97])
+    found = claims["D1.middle_layers_nonpositive"]
+    assert found.value == pytest.approx(0.95)
     assert verdict("D1.middle_layers_nonpositive", found) is True
     control = claims["D1.middle_first_token_share"]
     assert control.value == pytest.approx(0.9)
@@ -675,7 +677,7 @@ def test_d1_middle_layers_mostly_nonpositive(tmp_path):
     assert tables["per_input"].set_index(["sample", "layer"]).first_share.loc[(0, 1)] == 0.1
     _, claims = claims_for([0.3, 0.4])
     found = claims["D1.middle_layers_nonpositive"]
-    assert found.value == pytest.approx(0.35)
+    assert found.value == pytest.approx(0.3)
     assert verdict("D1.middle_layers_nonpositive", found) is False
     # no first-token sink in the middle layers: the half-space condition has no sink to serve
     _, claims = claims_for([0.7, 0.9], first_token_sinks=False)

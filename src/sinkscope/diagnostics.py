@@ -145,7 +145,7 @@ def per_input_heads(heads: pd.DataFrame, columns: list[str], first_layer: int = 
 
 
 def per_input_first_share(heads: pd.DataFrame) -> pd.DataFrame:
-    """S2: per (sample, layer), the first token's attention share (alpha) averaged over heads."""
+    """D1: per (sample, layer), the first token's attention share (alpha) averaged over heads."""
     return heads.groupby(["sample", "layer"]).first_mass.mean().rename("first_share").reset_index()
 
 
