@@ -1,11 +1,13 @@
 """S7: a learned sink logit (gpt-oss attention) takes the attention mass off the first token, so
 the model streams without kept initial tokens.
 
-Input: per variant, held-out window and layer, the attention mass on the first token, the sink
-rate (% of heads whose first-token share exceeds `metrics.SINK_RATE_EPS`) and the mass on the
-sink logit (`sinkscope.streaming.sink_eval.first_token_mass`), and the per-window streaming NLLs
-of every variant (as S6). Masses and rates are means over layers per window; intervals resample
-the windows, paired across variants.
+Input: per variant, held-out window and layer, the attention mass on the first token, its share
+of the attention on the real keys (renormalised without the sink logit's weight, so that the
+learned sink does not lower it by algebra alone), the sink rate (% of heads whose first-token
+share exceeds `metrics.SINK_RATE_EPS`) and the mass on the sink logit
+(`sinkscope.streaming.sink_eval.first_token_mass`), and the per-window streaming NLLs of every
+variant (as S6). Masses and rates are means over layers per window; intervals resample the
+windows, paired across variants.
 """
 
 from __future__ import annotations
@@ -43,21 +45,25 @@ def _difference(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    """The learned-sink model against the vanilla one: first-token mass (difference of the means
-    over windows) and the PPL ratio of 0 over 4 kept tokens; and the vanilla controls: its sink
-    rate and its PPL ratio of 0 over 4 kept tokens."""
+    """The learned-sink model against the vanilla one: the first token's share of the attention
+    on the real keys (difference of the means over windows) and the PPL ratio of 0 over 4 kept
+    tokens; and the vanilla controls: its sink rate and its PPL ratio of 0 over 4 kept tokens."""
     attention, table, windows = tables["attention"], tables["ppl"], tables["windows"]
     model, context = lm_note(table, settings)
-    learned = per_window(attention, "learned_sink", "first_token_mass")
-    vanilla = per_window(attention, "vanilla", "first_token_mass")
+    learned = per_window(attention, "learned_sink", "first_token_share")
+    vanilla = per_window(attention, "vanilla", "first_token_share")
     rate = per_window(attention, "vanilla", "first_token_sink_rate")
-    means = attention.groupby("variant")[["first_token_mass", "first_token_sink_rate"]].mean()
+    columns = ["first_token_share", "first_token_mass", "first_token_sink_rate"]
+    means = attention.groupby("variant")[columns].mean()
     span = (
         f"{len(vanilla)} windows of {settings['arch']['context']} bytes and "
         f"{attention.layer.nunique()} layer(s)"
     )
-    mass_note = f"mean first-token mass over {span}: " + ", ".join(
-        f"{v} {m:.4f}" for v, m in means.first_token_mass.items()
+    mass_note = (
+        f"mean first-token share of the attention on the real keys over {span}: "
+        + ", ".join(f"{v} {m:.4f}" for v, m in means.first_token_share.items())
+        + "; before renormalising (the sink logit's weight counted): "
+        + ", ".join(f"{v} {m:.4f}" for v, m in means.first_token_mass.items())
     )
     rate_note = (
         f"% of (window, layer, head) with first-token share > {SINK_RATE_EPS:g} over {span}: "
