@@ -4,7 +4,7 @@ figures from the tables as written to parquet and read back). Each claim is fed 
 value clearly on one side of its catalogue check, then on the other: value, interval (bootstrap
 over the inputs) and the note's numbers are checked, and the verdict the interval gives; each
 control is also fed tables that lack its phenomenon, and the scorecard's verdict on its claim is
-then inconclusive. D3's intervention plan (sink heads and the negative control's random heads)
+then not testable. D3's intervention plan (sink heads and the negative control's random heads)
 is checked on hand-built heads tables."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sinkscope import diagnostics as dx
 from sinkscope import plotting, scorecard
 from sinkscope.catalogue import find_claim
 from sinkscope.exhibits import d1, d3, s2, u3, u4, u5, u6, u7
-from sinkscope.scorecard import INCONCLUSIVE, judge, load_claims
+from sinkscope.scorecard import NOT_TESTABLE, judge, load_claims
 from sinkscope.stats import event_rate
 
 # the catalogue's checks of the measures that are controls, then of the claims (a claim that is
@@ -394,8 +394,8 @@ def test_u4_most_specialised_head_and_its_neighbours(tmp_path):
     assert found.note == "layer 2, head 0: a sink event on 80.0 % of 20 images"
     assert set(tables["table"].columns) >= {"pct_relaxed", "pct_strict_0.1", "model"}
     assert set(tables["per_input"].layer) == {1, 2} and len(tables["per_input"]) == 160
-    # a head on every input is as specialised as one on ~80 %; one on 25 % of the inputs is not
-    for n_inputs, value, expected in ((20, 100.0, True), (5, 25.0, False)):
+    # the band around ~80 % (80 +- 5) fails a head on every input as one on 25 % of the inputs
+    for n_inputs, value, expected in ((20, 100.0, False), (5, 25.0, False)):
         one = {(2, 0): (0, "NOP")}
         heads = heads_table(n_samples=20, n_heads=4, sinks=one, inputs={(2, 0): n_inputs})
         _, claims = run(u4, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
@@ -482,7 +482,7 @@ def test_u5_nop_early_broadcast_deep(tmp_path):
     assert claims["U5.events_per_image"].value == 0
     # 4 images cannot tell no events from the paper's 0.45 per image: the control is undecided
     assert verdict("U5.events_per_image", claims["U5.events_per_image"], CONTROLS) is None
-    assert scorecard_verdict("U5.nop_early_broadcast_deep", claims) == INCONCLUSIVE
+    assert scorecard_verdict("U5.nop_early_broadcast_deep", claims) == NOT_TESTABLE
     found = claims["U5.nop_early_broadcast_deep"]
     assert np.isnan(found.value) and verdict("U5.nop_early_broadcast_deep", found) is None
     assert found.note == (
@@ -502,7 +502,7 @@ def test_u5_without_broadcast_events_its_control_lacks_them(tmp_path):
     broadcast = claims["U5.broadcast_per_image"]
     assert broadcast.value == 0 and broadcast.interval.high == pytest.approx(3.689 / 50, abs=1e-3)
     assert verdict("U5.broadcast_per_image", broadcast, CONTROLS) is False
-    assert scorecard_verdict("U5.nop_early_broadcast_deep", claims) == INCONCLUSIVE
+    assert scorecard_verdict("U5.nop_early_broadcast_deep", claims) == NOT_TESTABLE
 
 
 def test_u3_and_u4_controls_need_the_papers_rate_of_sink_events(tmp_path):
@@ -519,16 +519,22 @@ def test_u3_and_u4_controls_need_the_papers_rate_of_sink_events(tmp_path):
     assert claims["U3.cls_early_patch_deep"].value is True
     assert verdict("U4.neighbours_do_not", claims["U4.neighbours_do_not"]) is True
     for claim in ("U3.cls_early_patch_deep", "U4.specialised_heads", "U4.neighbours_do_not"):
-        assert scorecard_verdict(claim, claims) == INCONCLUSIVE, claim
-    # the same heads on every image: 2 events per image, the controls show the phenomenon, and
-    # U4's most specialised head (100 %, sinks on most inputs) clears ~80 %
-    heads = heads_table(n_samples=50, n_layers=6, sinks=sinks)
+        assert scorecard_verdict(claim, claims) == NOT_TESTABLE, claim
+    # the same heads on 80 % of 800 images: 1.6 events per image, the controls show the
+    # phenomenon, and U4's most specialised head is inside the paper's ~80 % (80 +- 5)
+    heads = heads_table(n_samples=800, n_layers=6, sinks=sinks, inputs=dict.fromkeys(sinks, 640))
     claims = {}
     for exhibit in (u3, u4, u5):
         claims |= run(exhibit, tmp_path, {"heads": {"m": heads}}, settings_for("m"))[1]
     assert scorecard_verdict("U3.cls_early_patch_deep", claims) == scorecard.REPLICATED
     assert scorecard_verdict("U4.specialised_heads", claims) == scorecard.REPLICATED
     assert scorecard_verdict("U4.neighbours_do_not", claims) == scorecard.REPLICATED
+    # on every image the head sinks on 100 %: beyond the band, not the paper's ~80 %
+    heads = heads_table(n_samples=50, n_layers=6, sinks=sinks)
+    claims = {}
+    for exhibit in (u4, u5):
+        claims |= run(exhibit, tmp_path, {"heads": {"m": heads}}, settings_for("m"))[1]
+    assert scorecard_verdict("U4.specialised_heads", claims) == scorecard.NOT_REPLICATED
     # a most specialised head on a quarter of the inputs is no specialised head: U4's second
     # control lacks it, though its neighbours sink on none
     quarter = {(layer, 0): (0, "NOP") for layer in range(1, 6)}
@@ -538,7 +544,7 @@ def test_u3_and_u4_controls_need_the_papers_rate_of_sink_events(tmp_path):
         claims |= run(exhibit, tmp_path, {"heads": {"m": heads}}, settings_for("m"))[1]
     assert verdict("U5.events_per_image", claims["U5.events_per_image"], CONTROLS) is True
     assert verdict("U4.specialised_heads", claims["U4.specialised_heads"], CONTROLS) is False
-    assert scorecard_verdict("U4.neighbours_do_not", claims) == INCONCLUSIVE
+    assert scorecard_verdict("U4.neighbours_do_not", claims) == NOT_TESTABLE
 
 
 def test_u6_share_of_register_sinks_that_are_nop(tmp_path):
@@ -574,7 +580,7 @@ def test_u6_share_of_register_sinks_that_are_nop(tmp_path):
     assert np.isnan(claims["U6.registers_mostly_nop"].value)
     assert claims["U6.register_events_per_image"].value == 0
     assert verdict("U6.register_events_per_image", claims["U6.register_events_per_image"]) is False
-    assert scorecard_verdict("U6.registers_mostly_nop", claims) == INCONCLUSIVE
+    assert scorecard_verdict("U6.registers_mostly_nop", claims) == NOT_TESTABLE
 
 
 def test_u7_sink_heads_have_the_qk_peak_and_massive_activation(tmp_path):
@@ -620,7 +626,7 @@ def test_u7_sink_heads_have_the_qk_peak_and_massive_activation(tmp_path):
     assert claims["U7.qk_peak_sink_heads"].value == pytest.approx(8.0)
     assert verdict("U7.sink_heads", claims["U7.sink_heads"], CONTROLS) is False
     for claim in ("U7.qk_peak_sink_heads", "U7.massive_activation"):
-        assert scorecard_verdict(claim, claims) == INCONCLUSIVE
+        assert scorecard_verdict(claim, claims) == NOT_TESTABLE
     # no sink heads: nothing to compare
     claims = claims_for(peaks, massive=50.0, min_rate=1.5)
     assert claims["U7.sink_heads"].value == 0
@@ -684,7 +690,7 @@ def test_d1_middle_layers_mostly_nonpositive(tmp_path):
     control = claims["D1.middle_first_token_share"]
     assert control.value == pytest.approx(0.1)
     assert verdict("D1.middle_first_token_share", control, CONTROLS) is False
-    assert scorecard_verdict("D1.middle_layers_nonpositive", claims) == INCONCLUSIVE
+    assert scorecard_verdict("D1.middle_layers_nonpositive", claims) == NOT_TESTABLE
 
 
 LLM_CLAIMS = {
@@ -726,9 +732,9 @@ def test_the_vit_claims_are_measured_on_the_llm_too_as_extensions(tmp_path, exhi
         assert name in CONTROLS or find_claim(name)["kind"] == "extension"
 
 
-def test_an_llm_without_sinks_leaves_its_extensions_inconclusive(tmp_path):
+def test_an_llm_without_sinks_leaves_its_extensions_not_testable(tmp_path):
     # the ViT sinks; the LLM has one sink event over 40 text windows: its controls (the paper's
-    # rate per window) fail and its U3 / U5 claims are inconclusive, the ViT's are judged
+    # rate per window) fail and its U3 / U5 claims are not testable, the ViT's are judged
     sinks = {(1, 0): (0, "NOP"), (5, 1): (3, "NOP"), (5, 0): (7, "Broadcast")}
     vit = heads_table(n_samples=40, n_layers=6, sinks=sinks)
     lm = heads_table(n_samples=40, n_layers=6, sinks={(5, 1): (3, "NOP")}, inputs={(5, 1): 1})
@@ -739,7 +745,7 @@ def test_an_llm_without_sinks_leaves_its_extensions_inconclusive(tmp_path):
         claims |= run(exhibit, tmp_path, extracted, settings, extension_model="lm")[1]
     for name in ("U3.{}cls_early_patch_deep", "U5.{}nop_early_broadcast_deep"):
         assert scorecard_verdict(name.format(""), claims) == scorecard.REPLICATED
-        assert scorecard_verdict(name.format("llm."), claims) == INCONCLUSIVE
+        assert scorecard_verdict(name.format("llm."), claims) == NOT_TESTABLE
     rate = claims["U5.llm.events_per_window"]
     assert rate.value == pytest.approx(1 / 40) and rate.note == (
         "1 counted sink events over 40 text windows"
@@ -818,7 +824,7 @@ def test_d3_without_sink_heads_or_other_heads_the_intervention_has_no_value(tmp_
     found = claims["D3.uniform_intervention"]
     assert np.isnan(found.value) and verdict("D3.uniform_intervention", found) is None
     assert found.note == "no sink heads (a sink event on >= 0.5 of the inputs): none made uniform"
-    assert scorecard_verdict("D3.uniform_intervention", claims) == INCONCLUSIVE
+    assert scorecard_verdict("D3.uniform_intervention", claims) == NOT_TESTABLE
     # every counted head a sink head: no other heads for the negative control
     every = {(layer, head): (0, "NOP") for layer in (1, 2) for head in (0, 1)}
     rows = intervention_rows({"sink": 0.3})
@@ -826,7 +832,7 @@ def test_d3_without_sink_heads_or_other_heads_the_intervention_has_no_value(tmp_
     found = claims["D3.uniform_intervention"]
     assert np.isnan(found.value) and verdict("D3.uniform_intervention", found) is None
     assert found.note.endswith("every counted head is a sink head: no other heads to compare with")
-    assert scorecard_verdict("D3.uniform_intervention", claims) == INCONCLUSIVE
+    assert scorecard_verdict("D3.uniform_intervention", claims) == NOT_TESTABLE
 
 
 def test_d3_figure_draws_each_condition(tmp_path):

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from sinkscope.exhibits import s6, s7
 from sinkscope.exhibits.registry import EXHIBITS
-from sinkscope.scorecard import INCONCLUSIVE, judge, load_claims
+from sinkscope.scorecard import NOT_TESTABLE, judge, load_claims
 from sinkscope.scorecard import verdict as scorecard_verdict
 from sinkscope.streaming.pretrain import (
     build_model,
@@ -403,7 +403,7 @@ def test_s6_measures_only_the_variants_it_has(tmp_path):
     ],
     ids=["no-sink-heads", "no-window-degradation"],
 )
-def test_s6_s7_claims_are_inconclusive_without_the_vanillas_sink(
+def test_s6_s7_claims_are_not_testable_without_the_vanillas_sink(
     tmp_path, offsets, levels, control
 ):
     """The controls: without first-token sink heads in the vanilla LM, or without its
@@ -421,4 +421,4 @@ def test_s6_s7_claims_are_inconclusive_without_the_vanillas_sink(
     assert len(judged) >= 4
     for claim in judged:
         verdict, reason = scorecard_verdict(claims[claim], measured)
-        assert verdict == INCONCLUSIVE and control in reason, claim
+        assert verdict == NOT_TESTABLE and control in reason, claim

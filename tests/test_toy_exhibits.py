@@ -12,7 +12,14 @@ import pytest
 from sinkscope import plotting, training
 from sinkscope.exhibits import d4, d5, module, u1, u2
 from sinkscope.exhibits.registry import EXHIBITS, Plan
-from sinkscope.scorecard import INCONCLUSIVE, REPLICATED, judge, load_claims, verdict
+from sinkscope.scorecard import (
+    INCONCLUSIVE,
+    NOT_TESTABLE,
+    REPLICATED,
+    judge,
+    load_claims,
+    verdict,
+)
 from sinkscope.stats import Interval
 from sinkscope.toys.curves import CONVERGED_FALL, fall_over_training, late_fall
 from sinkscope.toys.interventions import INTERVENTIONS, intervention_table
@@ -258,7 +265,7 @@ def _u1_verdicts(values: dict, replicates: int = 5) -> dict[str, tuple[str, str]
 
 def test_u1_claims_wait_for_a_sink_the_nop_queries_attend_to():
     """The interventions on the sink, its value and the QK peak test a sink only where the NOP
-    queries attend to it: without that control they are inconclusive, whatever their values."""
+    queries attend to it: without that control they are not testable, whatever their values."""
     assert {v for v, _ in _u1_verdicts(U1_PAPER).values()} == {REPLICATED}
     unrouted = _u1_verdicts({**U1_PAPER, "nop_mass": 0.3, "damped_mass": 0.01})
     guarded = {c for c in CATALOGUE if "U1.nop_sink_mass" in _measures(c)}
@@ -268,7 +275,7 @@ def test_u1_claims_wait_for_a_sink_the_nop_queries_attend_to():
     }  # fmt: skip
     for claim in guarded:
         judged, reason = unrouted[claim]
-        assert judged == INCONCLUSIVE and "U1.nop_sink_mass >= 0.5) lacks it" in reason, claim
+        assert judged == NOT_TESTABLE and "U1.nop_sink_mass >= 0.5) lacks it" in reason, claim
     assert unrouted["U1.mse_baseline"][0] == REPLICATED  # no routing control
     assert unrouted["U1.mse_donor_sink_value"][0] == REPLICATED  # a check of the construction
 
@@ -283,7 +290,7 @@ def test_u1_claims_wait_for_converged_training():
     assert found["U1.late_loss_fall"].value > 5
     for claim in (c for c in CATALOGUE if "U1.late_loss_fall" in _measures(c)):
         judged, reason = verdict(CATALOGUE[claim], records)
-        assert judged == INCONCLUSIVE and "U1.late_loss_fall <= 5) lacks it" in reason, claim
+        assert judged == NOT_TESTABLE and "U1.late_loss_fall <= 5) lacks it" in reason, claim
 
 
 def test_u1_one_replicate_decides_nothing():
