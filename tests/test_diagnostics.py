@@ -490,6 +490,36 @@ def test_u5_nop_early_broadcast_deep(tmp_path):
     )
 
 
+def test_u5_two_regimes_and_the_broadcast_payload(tmp_path):
+    """Events of layers 1 (NOP, head 0) and 5 (Broadcast, head 1, whose update raises token
+    similarity by 0.01): every event is in one of the two regimes and the payload raises
+    similarity; then half of them between the regimes, and a payload that lowers it."""
+    sinks = {(1, 0): (0, "NOP"), (5, 1): (3, "Broadcast")}
+    heads = heads_table(n_samples=10, n_layers=6, sinks=sinks)
+    _, claims = run(u5, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
+    regimes, payload = claims["U5.two_regimes"], claims["U5.broadcast_raises_similarity"]
+    assert regimes.value == 100 and verdict("U5.two_regimes", regimes) is True
+    assert regimes.note == (
+        "10 NOP and 10 Broadcast of 20 counted sink events, 0 between them (other); 10 images"
+    )
+    assert payload.value == pytest.approx(0.01)
+    assert verdict("U5.broadcast_raises_similarity", payload) is True
+    assert payload.note == (
+        "mean change of token similarity by the head of a Broadcast sink event: +0.0100 over 10 "
+        "events in 10 images"
+    )
+    assert "U5.llm.two_regimes" not in claims  # the paper's ViT claims only
+    # the NOP events' value norm between the regimes (ratio_out 1.0: neither class), and the
+    # Broadcast heads' updates make the tokens less alike
+    heads.loc[(heads.layer == 1) & (heads["head"] == 0), "ratio_out"] = 0.3
+    heads.loc[heads["head"] == 1, "delta_similarity"] = -0.02
+    _, claims = run(u5, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
+    regimes, payload = claims["U5.two_regimes"], claims["U5.broadcast_raises_similarity"]
+    assert regimes.value == 50 and verdict("U5.two_regimes", regimes) is False
+    assert payload.value == pytest.approx(-0.02)
+    assert verdict("U5.broadcast_raises_similarity", payload) is False
+
+
 def test_u5_without_broadcast_events_its_control_lacks_them(tmp_path):
     # NOP events early, none of class Broadcast: the Broadcast share differs by 0, but the control
     # (Broadcast events at the paper's 0.09 per image) lacks them over 50 images
@@ -644,6 +674,8 @@ def test_d1_middle_layers_mostly_nonpositive(tmp_path):
                     "layer": layer,
                     "first_cos_mean": 0.1,
                     "first_cos_nonpositive": share + 0.01 * (sample % 5 - 2),
+                    "rank_share": 1.0 if layer else 0.5,  # layer 0: tokens of half rank
+                    "half_space": layer != 5 or sample != 0,  # layer 5 of window 0: not
                 }
                 for sample in range(10)
                 for layer, share in enumerate(shares)
@@ -685,6 +717,17 @@ def test_d1_middle_layers_mostly_nonpositive(tmp_path):
     found = claims["D1.middle_layers_nonpositive"]
     assert found.value == pytest.approx(0.3)
     assert verdict("D1.middle_layers_nonpositive", found) is False
+    # the conditions of the equivalence theorem: full rank in 5 of 6 layers, a strict
+    # half-space in every layer but layer 5 of one window
+    rank, half_space = claims["D1.full_rank"], claims["D1.strict_half_space"]
+    assert rank.value == pytest.approx(5 / 6) and "short of it in layers 0" in rank.note
+    assert half_space.value == pytest.approx(59 / 60)
+    assert half_space.note == (
+        "share of (window, layer) whose tokens are in a strict half-space (a linear program): "
+        "0.983 over 10 windows and 6 layers; short of it in layers 5"
+    )
+    assert verdict("D1.full_rank", rank) is False
+    assert verdict("D1.strict_half_space", half_space) is True
     # no first-token sink in the middle layers: the half-space condition has no sink to serve
     _, claims = claims_for([0.7, 0.9], first_token_sinks=False)
     control = claims["D1.middle_first_token_share"]
@@ -813,6 +856,21 @@ def test_d3_uniform_sink_heads_against_as_many_random_other_heads(tmp_path):
     found = d3_claims(tmp_path, heads, rows)[1]["D3.uniform_intervention"]
     assert found.value == pytest.approx(-0.1, abs=0.01)
     assert verdict("D3.uniform_intervention", found) is False
+
+
+def test_d3_mixing_rarely_counteracted_counts_the_heads_that_lower_similarity(tmp_path):
+    heads = heads_table(n_samples=10)  # similarity change 0.01 x head: none below 0
+    rows = intervention_rows({"sink": 0.3, "matched_sink": 0.3, "random": 0.05})
+    found = d3_claims(tmp_path, heads, rows)[1]["D3.mixing_rarely_counteracted"]
+    assert found.value == 0 and verdict("D3.mixing_rarely_counteracted", found) is True
+    assert found.note == (
+        "0 of 4 heads of layers 1-2 lower token similarity on average over 10 windows (0.0 %); "
+        "median change +0.0050, lowest +0.0000"
+    )
+    # head 0 of every layer lowers it: half of the heads counteract the mixing
+    heads.loc[heads["head"] == 0, "delta_similarity"] = -0.02
+    found = d3_claims(tmp_path, heads, rows)[1]["D3.mixing_rarely_counteracted"]
+    assert found.value == 50 and verdict("D3.mixing_rarely_counteracted", found) is False
 
 
 def test_d3_without_sink_heads_or_other_heads_the_intervention_has_no_value(tmp_path):

@@ -162,3 +162,10 @@ def test_cluster_bootstrap_refuses_unpaired_samples():
 def test_one_cluster_decides_nothing():
     interval = stats.bootstrap(np.mean, np.arange(4.0), unit="photographs", clusters=[1, 1, 1, 1])
     assert interval.n == 1 and interval.low == -np.inf
+
+
+def test_loglog_at_evaluates_the_fitted_power_law():
+    x = np.array([256, 512, 1024])
+    assert stats.loglog_at(x, 0.01 * x, 4096) == pytest.approx(40.96)  # y = 0.01 x
+    assert stats.loglog_at(x, 3 * np.sqrt(x), 16) == pytest.approx(12.0)  # y = 3 x^0.5
+    assert np.isnan(stats.loglog_at([8, 8], [1, 2], 16))

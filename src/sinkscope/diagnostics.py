@@ -150,9 +150,11 @@ def per_input_first_share(heads: pd.DataFrame) -> pd.DataFrame:
 
 
 def per_input_cosine(layers: pd.DataFrame, heads: pd.DataFrame) -> pd.DataFrame:
-    """D1: per (sample, layer), the share of tokens with cos(h_first, h_t) <= 0 and the first
-    token's attention share averaged over the heads (`per_input_first_share`)."""
-    table = layers[["sample", "layer", "first_cos_nonpositive"]]
+    """D1: per (sample, layer), the share of tokens with cos(h_first, h_t) <= 0, whether the
+    tokens are of full rank and in a strict half-space, and the first token's attention share
+    averaged over the heads (`per_input_first_share`)."""
+    table = layers[["sample", "layer", "first_cos_nonpositive", "rank_share", "half_space"]]
+    table = table.assign(full_rank=table.rank_share >= 1).drop(columns="rank_share")
     table = table.rename(columns={"first_cos_nonpositive": "nonpositive_share"})
     table = table.merge(per_input_first_share(heads), on=["sample", "layer"], how="left")
     return table.sort_values(["sample", "layer"], ignore_index=True)

@@ -68,6 +68,8 @@ class Extractor:
             "median_norm": norms.median(-1).values.cpu().numpy(),
             "max_norm": norms.max(-1).values.cpu().numpy(),
             "max_norm_position": norms.argmax(-1).cpu().numpy(),
+            "rank_share": metrics.rank_share(hidden).cpu().numpy(),
+            "half_space": [metrics.in_strict_half_space(h) for h in hidden.double().cpu().numpy()],
         })  # fmt: skip
 
     def _attention_hook(self, module, probs, values, visible, mixed):

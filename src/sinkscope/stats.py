@@ -217,3 +217,11 @@ def loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
     lx = lx - lx.mean()
     spread = (lx**2).sum()
     return float((lx * (ly - ly.mean())).sum() / spread) if spread > 0 else np.nan
+
+
+def loglog_at(x: Sequence[float], y: Sequence[float], at: float) -> float:
+    """The least-squares power law y = a x^k fitted to (x, y) on log-log axes, evaluated at
+    x = `at` (an interpolation or an extrapolation); NaN when x holds a single distinct value."""
+    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    slope = loglog_slope(x, y)
+    return float(np.exp(ly.mean() + slope * (np.log(at) - lx.mean())))

@@ -38,7 +38,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         nothing = Measured(float("nan"), model, note, interval)
         return dict.fromkeys(
             ("D1.middle_layers_nonpositive", "D1.middle_first_token_share"), nothing
-        )
+        ) | conditions(per_input, model)
     span = f"{dx.layer_span(middle)} (middle third of {grids.shape[1]})"
     shares = grids[:, middle, 0]
     value, interval = dx.over_inputs(lowest_layer, shares, unit="windows")
@@ -53,6 +53,34 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     what = "first token's attention share (mean over heads)"
     note = f"{what} over {span}: {value:.2f}, {len(grids)} windows"
     found["D1.middle_first_token_share"] = Measured(value, model, note, interval)
+    return found | conditions(per_input, model)
+
+
+CONDITIONS = {
+    "D1.strict_half_space": ("half_space", "in a strict half-space (a linear program)"),
+    "D1.full_rank": ("full_rank", "of full rank (rank min(T, d))"),
+}
+
+
+def conditions(per_input: pd.DataFrame, model: str) -> dict[str, Measured]:
+    """The conditions of the sink-equivalence theorem on the hidden states entering each layer:
+    the share of (window, layer) whose tokens meet it, bootstrapped over the windows."""
+    found = {}
+    for claim, (column, what) in CONDITIONS.items():
+        flags = dx.grid(per_input, ["sample", "layer"], column).astype(float)
+        value, interval = dx.over_inputs(lambda x: float(x.mean()), flags, unit="windows")
+        per_layer = flags.mean(0)
+        failing = np.flatnonzero(per_layer < 1)
+        where = (
+            f"short of it in layers {', '.join(map(str, failing))}"
+            if len(failing)
+            else "every layer"
+        )
+        note = (
+            f"share of (window, layer) whose tokens are {what}: {value:.3f} over {len(flags)} "
+            f"windows and {flags.shape[1]} layers; {where}"
+        )
+        found[claim] = Measured(value, model, note, interval)
     return found
 
 
@@ -106,6 +134,13 @@ model. The half-space condition is what a first-token sink needs, so its control
 `D1.middle_first_token_share`, is that the middle third has such a sink: the first token's
 attention share over the same layers, windows and heads, above the sink-rate threshold 0.3 of
 Gu et al. 2024 (`metrics.SINK_RATE_EPS`).
+
+The conditions under which the paper proves a hard attention switch to be a sink, measured on
+the hidden states entering each layer (the extraction's `layers` table): `D1.strict_half_space`,
+whether some direction has a positive product with every token (`metrics.in_strict_half_space`,
+a linear program: no convex combination of the tokens is the origin), and `D1.full_rank`,
+whether the (T, d) token matrix has rank min(T, d) (`metrics.rank_share`); each the share of
+(window, layer) that meets it, at least 0.9 (chosen, as the cosine claim).
 """
 
 CAPTION = r"""

@@ -316,6 +316,11 @@ def _paper_value(claim_id: str) -> Callable[[Plan], str]:
     return lambda plan: find_claim(claim_id)["paper"]
 
 
+def _descriptions(key: str) -> Callable[[Plan], dict[str, str]]:
+    """{model: its registry description} of the models a config key lists."""
+    return lambda plan: {m: plan.entry(m).get("description", "") for m in plan.get(key)}
+
+
 def _per_model(models: Callable[[Plan], dict | list], path: str) -> Callable[[Plan], list[str]]:
     return lambda plan: [path.format(model=m) for m in models(plan)]
 
@@ -424,6 +429,7 @@ EXHIBITS: dict[str, Exhibit] = {
             claim_settings={
                 "claim_model": "streaming.ppl.claim_models.S3",
                 "cache": "streaming.ppl.cache",
+                "descriptions": _descriptions("streaming.ppl.models"),
             },
             figure_settings={"cache": "streaming.ppl.cache"},
             mem_mb=4000,
@@ -451,8 +457,18 @@ EXHIBITS: dict[str, Exhibit] = {
             id="S5",
             title="decoding latency: re-computation vs sinks + window",
             tables=("latency", "summary"),
-            inputs=lambda plan: {"latency": "results/streaming/latency.parquet"},
-            claim_settings={"models": "streaming.latency.models"},
+            table_settings={"models": "streaming.latency.models"},
+            inputs=lambda plan: {
+                "latency": "results/streaming/latency.parquet",
+                "manifests": _per_model(
+                    lambda plan: plan.get("streaming.latency.models"),
+                    "resources/models/{model}/manifest.json",
+                )(plan),
+            },
+            claim_settings={
+                "models": "streaming.latency.models",
+                "law_at_cache": "exhibits.S5.law_at_cache",
+            },
             figure_settings={"paper_speedup": _paper_value("S5.speedup_growth")},
         ),
         Exhibit(
