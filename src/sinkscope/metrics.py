@@ -255,12 +255,18 @@ def rank_share(hidden: torch.Tensor) -> torch.Tensor:
 
 def in_strict_half_space(points: ArrayLike) -> bool:
     """Whether the points (T, d) lie in an open half-space through the origin (some w with
-    <w, x_t> > 0 for every t): by Gordan's alternative, exactly when no convex combination of
-    them is the origin, which a linear program decides (scipy's HiGHS)."""
+    <w, x_t> > 0 for every t). Two candidates for w are tried first: their mean, and the
+    least-squares w of <w, x_t> = 1 (a witness whenever the points are linearly independent, as
+    T <= d tokens of full rank are); otherwise, by Gordan's alternative, they do exactly when
+    no convex combination of them is the origin, which a linear program decides (scipy's
+    HiGHS)."""
     from scipy.optimize import linprog
 
     points = np.asarray(points, dtype=float)
     n = len(points)
+    for witness in (points.mean(0), np.linalg.lstsq(points, np.ones(n), rcond=None)[0]):
+        if (points @ witness > 0).all():
+            return True
     constraints = np.vstack([points.T, np.ones((1, n))])  # sum_t l_t x_t = 0, sum_t l_t = 1
     target = np.append(np.zeros(points.shape[1]), 1.0)
     found = linprog(np.zeros(n), A_eq=constraints, b_eq=target, bounds=(0, None), method="highs")
