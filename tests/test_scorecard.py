@@ -618,6 +618,7 @@ def test_the_scorecard_marks_chosen_thresholds_and_ledger_rows(marked):
     assert "replications, 1 of them replicated, and 1 of the extensions" in head
     assert "Ledger (column `ledger`): 1 claims, 1 of them replications" in head
     assert "| replicated | chosen |  |  |" in markdown  # U1.b: chosen, no tier, no ledger
+    assert scorecard.verdict_table() in head  # what each of the five verdicts says
 
 
 def test_a_control_without_its_phenomenon_is_not_testable_in_every_view(marked):

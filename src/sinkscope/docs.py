@@ -1,9 +1,9 @@
 """The generated parts of the repository's documents, each from the one source of its facts: the
-README's exhibit table from the exhibit registry; in docs/exhibit-reference.md the table of every
-threshold and the threshold ledger from the claim catalogue, and each exhibit's section from its
-module's `REFERENCE`, its registry title and its catalogue rows; each exhibit's report caption,
-workflow/report/<ID>.rst, from its module's `CAPTION` (a Jinja template Snakemake renders with
-the run's config).
+README's exhibit table from the exhibit registry and its table of verdicts from the scorecard's;
+in docs/exhibit-reference.md the table of every threshold and the threshold ledger from the claim
+catalogue, and each exhibit's section from its module's `REFERENCE`, its registry title and its
+catalogue rows; each exhibit's report caption, workflow/report/<ID>.rst, from its module's
+`CAPTION` (a Jinja template Snakemake renders with the run's config).
 
     python -m sinkscope.docs          # rewrite the stale parts of the checkout in place
     python -m sinkscope.docs --check  # name the stale files, exit 1 (what the tests run)
@@ -30,6 +30,7 @@ from .catalogue import (
 )
 from .exhibits import PAPERS, module
 from .exhibits.registry import EXHIBITS
+from .scorecard import VERDICT_HEADER, verdict_table
 
 EXHIBIT_HEADER = "| ID | exhibit | module | rules | outputs |"
 SECTIONS_BEGIN = (
@@ -88,7 +89,7 @@ def caption(exhibit: str) -> str:
 # for the last row of a table, its generator)]
 Part = tuple[str, str | None, Callable[[], str]]
 GENERATED: dict[str, list[Part]] = {
-    "README.md": [(EXHIBIT_HEADER, None, exhibit_table)],
+    "README.md": [(EXHIBIT_HEADER, None, exhibit_table), (VERDICT_HEADER, None, verdict_table)],
     "docs/exhibit-reference.md": [
         (THRESHOLD_HEADER, None, lambda: threshold_table(load_claims())),
         (LEDGER_HEADER, None, lambda: ledger_table(load_claims())),

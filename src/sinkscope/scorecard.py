@@ -43,6 +43,27 @@ REPLICATED, NOT_REPLICATED = "replicated", "not replicated"
 INCONCLUSIVE, NOT_RUN = "inconclusive at this scale", "not run"
 NOT_TESTABLE = "not testable at this scale"
 VERDICTS = (REPLICATED, NOT_REPLICATED, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN)
+VERDICT_MEANINGS = {  # what each verdict says, in the scorecard and the README
+    REPLICATED: "the whole 95 % interval passes the check (inside the band where the paper "
+    "gives a value), the controls met",
+    NOT_REPLICATED: "the whole interval fails the check, the controls met",
+    INCONCLUSIVE: "the phenomenon is present but the interval straddles the check, or a "
+    "control's interval straddles its own: more samples could decide it",
+    NOT_TESTABLE: "a control cannot show its phenomenon at this tier (it fails, has no value "
+    "or was not measured), or the claim has no value; the measured value is still shown, with "
+    "the tier that would test it",
+    NOT_RUN: "nothing measured at this scale; the note says why",
+}
+VERDICT_HEADER = "| verdict | what it says |"
+
+
+def verdict_table() -> str:
+    """The verdicts and what each says, as a Markdown table (the README's, the scorecard's)."""
+    rows = [VERDICT_HEADER, "|---|---|"]
+    rows += [f"| {verdict} | {meaning} |" for verdict, meaning in VERDICT_MEANINGS.items()]
+    return "\n".join(rows) + "\n"
+
+
 COLUMNS = [
     "exhibit", "claim_id", "kind", "why", "claim", "paper", "check", "threshold_source",
     "threshold", "value", "low", "high", "n", "basis", "model", "scale", "verdict",
@@ -300,6 +321,8 @@ def to_markdown(card: pd.DataFrame) -> str:
         f"{_tally(checks, CHECK)}, listed apart (their outcome follows from the pipeline's own "
         f"construction, algebra or a re-run snippet): {_counts(checks, mark_chosen=False)}.\n\n"
         f"{_marked(replications, extensions, card)}\n\n"
+        + verdict_table()
+        + "\n"
         + "\n".join(sections)
         + "\n## Thresholds and controls\n\nEvery threshold of the catalogue, the claims' and "
         "their controls', with its source in the paper or the reason it was chosen.\n\n"
