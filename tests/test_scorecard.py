@@ -356,6 +356,7 @@ def change(**changes):
     return {key: value for key, value in (found | changes).items() if value is not None}
 
 
+CHOSEN_0 = "0 replicated against a chosen threshold, "  # the count apart, where there is none
 ONE_SIDED_CHECK = {"kind": "greater_than", "value": 1, "source": "Unifying View, Table 1"}
 
 
@@ -489,19 +490,19 @@ def test_markdown_counts_replications_and_lists_extensions_and_checks_apart(hand
     counts = ", 0 inconclusive at this scale, 0 not testable at this scale, 0 not run."
     papers, thresholds = markdown.split("\n## Thresholds and controls\n")
     head, unifying, streaming, diagonal = papers.split("\n## ")
-    assert "\n2 replications: 1 replicated, 1 not replicated" + counts in head
+    assert f"\n2 replications: 1 replicated, {CHOSEN_0}1 not replicated" + counts in head
     assert "\n1 check, listed apart (their outcome follows from the pipeline's own" in head
     extension = "\n1 extension, the papers' claims measured beyond their setting (the Unifying "
-    extension += "View's ViT diagnostics on an LLM), counted apart: 0 replicated, 1 not"
+    extension += "View's ViT diagnostics on an LLM), counted apart: 0 replicated, 0 replicated"
     assert extension in head
     assert "re-run snippet): 1 replicated, 0 not replicated" + counts in head
-    assert "2 replications: 1 replicated, 1 not replicated" + counts in unifying
+    assert f"2 replications: 1 replicated, {CHOSEN_0}1 not replicated" + counts in unifying
     assert "### Checks" not in unifying
     replications, extensions = unifying.split("### Extensions (U)")
     assert "U1.llm.e" not in replications and "| U1 | U1.llm.e | a is large |" in extensions
-    assert "1 extension: 0 replicated, 1 not replicated" + counts in extensions
+    assert f"1 extension: 0 replicated, {CHOSEN_0}1 not replicated" + counts in extensions
     assert "| U1 | U1.b | a is large | 2 | < 0 | chosen: 0 separates the signs |" in unifying
-    assert "0 replications: 0 replicated, 0 not replicated" + counts in streaming
+    assert f"0 replications: 0 replicated, {CHOSEN_0}0 not replicated" + counts in streaming
     assert "### Extensions" not in streaming
     replications, checks = streaming.split("### Checks (S)")
     assert "S1.c" not in replications
@@ -559,8 +560,8 @@ def test_forest_plot_colours_replications_and_draws_extensions_and_checks_apart(
         3: ("o", CHECK_COLOUR),
     }
     title = fig._suptitle.get_text()
-    assert "2 replications: 1 replicated, 1 not replicated" in title
-    assert "1 extension (squares): 0 replicated, 1 not replicated" in title
+    assert f"2 replications: 1 replicated, {CHOSEN_0}1 not replicated" in title
+    assert f"1 extension (squares): 0 replicated, {CHOSEN_0}1 not replicated" in title
     assert "drawn apart in grey: 1\n" in title
 
 
@@ -611,8 +612,10 @@ def test_the_scorecard_marks_chosen_thresholds_and_ledger_rows(marked):
     assert card.loc["U1.b", "ledger"] == ""
     markdown = to_markdown(card.reset_index())
     head = markdown.split("\n## ")[0]
-    assert "2 replications: 2 replicated (1 against a chosen threshold), 0 not" in head
-    assert "1 extension, the papers' claims" in head and "1 replicated (1 against a chosen" in head
+    # a replicated verdict counts only against a sourced threshold: U1.b's is counted apart
+    assert "2 replications: 1 replicated, 1 replicated against a chosen threshold, 0 not" in head
+    extension = "counted apart: 0 replicated, 1 replicated against a chosen threshold, 0 not"
+    assert extension in head
     assert "re-run snippet): 1 replicated, 0 not replicated" in head  # no mark for checks
     assert "Chosen thresholds (a stated reason, no source; column `threshold`): 1 of the " in head
     assert "replications, 1 of them replicated, and 1 of the extensions" in head
@@ -628,7 +631,7 @@ def test_a_control_without_its_phenomenon_is_not_testable_in_every_view(marked):
     assert row.testable_at == "paper: a longer run"
     assert row.note.startswith("control: the run has events (U1.control >= 1) lacks it")
     markdown = to_markdown(card)
-    assert "2 replications: 1 replicated (1 against a chosen threshold), 0 not replicated, " in (
+    assert "2 replications: 0 replicated, 1 replicated against a chosen threshold, 0 not " in (
         markdown
     )
     assert "0 inconclusive at this scale, 1 not testable at this scale, 0 not run." in markdown

@@ -235,14 +235,16 @@ def build_scorecard(
 
 
 def _counts(card: pd.DataFrame, mark_chosen: bool = True) -> str:
-    """`a replicated (k against a chosen threshold), b not replicated, c inconclusive at this
-    scale, d not testable at this scale, e not run`; the chosen count only where there is one
-    (and `mark_chosen`: the checks' thresholds are no finding's)."""
+    """`a replicated, k replicated against a chosen threshold, b not replicated, c inconclusive at
+    this scale, d not testable at this scale, e not run`: with `mark_chosen` (replications and
+    extensions), a replicated verdict counts only against a sourced threshold and those against
+    a chosen one are counted apart; a check's threshold is no finding's, so its are not."""
     counts = card.verdict.value_counts()
     parts = [f"{counts.get(v, 0)} {v}" for v in VERDICTS]
-    chosen = int(((card.verdict == REPLICATED) & (card.threshold == CHOSEN)).sum())
-    if mark_chosen and chosen:
-        parts[0] += f" ({chosen} against a chosen threshold)"
+    if mark_chosen:
+        chosen = int(((card.verdict == REPLICATED) & (card.threshold == CHOSEN)).sum())
+        parts[0] = f"{counts.get(REPLICATED, 0) - chosen} {REPLICATED}"
+        parts.insert(1, f"{chosen} {REPLICATED} against a chosen threshold")
     return ", ".join(parts)
 
 
@@ -282,8 +284,8 @@ def _marked(replications: pd.DataFrame, extensions: pd.DataFrame, card: pd.DataF
     return (
         f"Chosen thresholds (a stated reason, no source; column `threshold`): {len(chosen[0])} "
         f"of the replications, {int((chosen[0].verdict == REPLICATED).sum())} of them "
-        f"replicated, and {len(chosen[1])} of the extensions; a replicated count above names "
-        f"those against a chosen threshold apart. Ledger (column `ledger`): {len(changed)} "
+        f"replicated, and {len(chosen[1])} of the extensions; a replication counts as "
+        f"replicated only against a sourced threshold. Ledger (column `ledger`): {len(changed)} "
         f"claims, {int((changed.kind == REPLICATION).sum())} of them replications, are judged "
         f"by a check, control or statistic changed after they were first judged."
     )
