@@ -406,6 +406,10 @@ ONE_SIDED_CHECK = {"kind": "greater_than", "value": 1, "source": "Unifying View,
             "U1.a: the ledger's changes must be in the order of their dates",
         ),
         (
+            {"ledger": [change(verdict_before="replicated at this scale")]},
+            "U1.a, ledger change 1: `verdict_before` must be one of replicated, not replicated",
+        ),
+        (
             {"ledger": [change(verdict_after=None, after=">= 2"), change(before=">= 2")]},
             "U1.a, ledger change 1: only the last change may wait for its `verdict_after`",
         ),

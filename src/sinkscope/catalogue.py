@@ -36,6 +36,11 @@ GIVES_A_VALUE = re.compile(r"^[~<>]?\s*[0-9.]")
 # the tiers above the default that `testable_at` may name (config/extended.yaml, config/paper.yaml)
 TIERS = ("extended", "paper")
 LEDGER_KEYS = ("date", "before", "after", "verdict_before", "reason")
+# the scorecard's verdicts (sinkscope.scorecard judges; the ledger records them)
+REPLICATED, NOT_REPLICATED = "replicated", "not replicated"
+INCONCLUSIVE, NOT_RUN = "inconclusive at this scale", "not run"
+NOT_TESTABLE = "not testable at this scale"
+VERDICTS = (REPLICATED, NOT_REPLICATED, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN)
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -110,6 +115,9 @@ def _ledger_errors(claim: dict[str, Any], name: str) -> list[str]:
             errors.append(f"{where}: `date` must read YYYY-MM-DD, not {change['date']!r}")
         if not str(change.get("verdict_after") or "").strip() and number < len(ledger) - 1:
             errors.append(f"{where}: only the last change may wait for its `verdict_after`")
+        for key in ("verdict_before", "verdict_after"):
+            if change.get(key) and change[key] not in VERDICTS:
+                errors.append(f"{where}: `{key}` must be one of {', '.join(VERDICTS)}")
     if errors or not ledger:
         return errors
     dates = [str(change["date"]) for change in ledger]

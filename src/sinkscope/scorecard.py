@@ -25,7 +25,13 @@ import numpy as np
 import pandas as pd
 
 from .catalogue import (
+    INCONCLUSIVE,
     KINDS,
+    NOT_REPLICATED,
+    NOT_RUN,
+    NOT_TESTABLE,
+    REPLICATED,
+    VERDICTS,
     describe_check,
     is_chosen,
     ledger_summary,
@@ -39,10 +45,6 @@ from .exhibits import PAPERS, Measured
 from .provenance import write_json
 from .stats import Interval
 
-REPLICATED, NOT_REPLICATED = "replicated", "not replicated"
-INCONCLUSIVE, NOT_RUN = "inconclusive at this scale", "not run"
-NOT_TESTABLE = "not testable at this scale"
-VERDICTS = (REPLICATED, NOT_REPLICATED, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN)
 VERDICT_MEANINGS = {  # what each verdict says, in the scorecard and the README
     REPLICATED: "the whole 95 % interval passes the check (inside the band where the paper "
     "gives a value), the controls met",
