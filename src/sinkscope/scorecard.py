@@ -18,6 +18,7 @@ whose check changed after it was first judged (the catalogue's ledger).
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -342,6 +343,7 @@ VERDICT_COLOURS = {
     NOT_RUN: "#999999",
 }
 CHECK_COLOUR = "#666666"  # a check, whatever its verdict: drawn apart from the replications
+TITLE_WIDTH = 95  # characters of a line of the forest plot's title before it wraps
 CLIP = 10.0  # the forest plot's axis ends at +-CLIP threshold units; beyond, an arrow
 
 
@@ -421,13 +423,14 @@ def figure(card: pd.DataFrame):
     scale = card.scale.iloc[0] if len(card) else ""
     replications, checked = card[card.kind == REPLICATION], card[card.kind == CHECK]
     extensions = card[card.kind == EXTENSION]
-    fig.suptitle(
-        f"replication scorecard, {scale} scale\n"
-        f"{_tally(replications, REPLICATION)}: {_counts(replications)}\n"
-        f"{_tally(extensions, EXTENSION)} (squares): {_counts(extensions)}\n"
-        f"checks of the pipeline's own construction, drawn apart in grey: {len(checked)}\n"
+    lines = [
+        f"replication scorecard, {scale} scale",
+        f"{_tally(replications, REPLICATION)}: {_counts(replications)}",
+        f"{_tally(extensions, EXTENSION)} (squares): {_counts(extensions)}",
+        f"checks of the pipeline's own construction, drawn apart in grey: {len(checked)}",
         f"{CHOSEN_MARK} chosen threshold: {int((replications.threshold == CHOSEN).sum())} "
         f"replications; {LEDGER_MARK} check changed after first judged (ledger): "
-        f"{int(card.ledger.astype(bool).sum())} claims"
-    )
+        f"{int(card.ledger.astype(bool).sum())} claims",
+    ]
+    fig.suptitle("\n".join(textwrap.fill(line, TITLE_WIDTH) for line in lines), fontsize=9)
     return fig
