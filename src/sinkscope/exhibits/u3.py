@@ -157,8 +157,9 @@ model's counted events per image (`U5.events_per_image`, `U5.nop_per_image`,
 exact Poisson (Garwood) interval of the rate over the images (`stats.event_rate`); a control is
 met when the whole interval is at or above the paper's rate. U3 and U4 need all counted events
 at 0.45 per image, U5 its two classes at 0.25 (NOP) and 0.09 (Broadcast), U6 the register events
-at 0.45. A model with fewer sinks than that leaves these claims inconclusive at this scale: a
-pattern read from a few events is not the paper's statement. Two differences from the reference
+at 0.45. A model with fewer sinks than that leaves these claims not testable at this scale (an
+interval that straddles the rate: inconclusive): a pattern read from a few events is not the
+paper's statement. Two differences from the reference
 count: its NOP-like / broadcast-like split uses the raw value-norm ratio alone (broadcast-like:
 ratio >= 0.5, no stable-rank condition), while the sink classes here use the projected ratio and
 the stable rank (the reference's definition for the pretrained DINOv2 models), so the Broadcast
