@@ -124,18 +124,20 @@ works.
 
 **Paper.** Qualitative.
 
-**Pipeline.** The `learned_sink` model of S6 against the vanilla one: the first-token attention
-(alpha of the first key, mean over heads and layers) on `attention_windows` held-out windows of the
-training context, learned sink minus vanilla; and PPL with 0 over PPL with 4 kept tokens on S6's
-evaluation windows. The controls of S6 and S7 are measured here on the vanilla LM: its sink rate
-(per window and layer, the % of heads whose alpha exceeds 0.3, `streaming.sink_eval`; the mean
-over layers and windows) and its PPL with 0 over 4 kept tokens. Intervals: bootstrap over the
-windows, paired across the models.
+**Pipeline.** The `learned_sink` model of S6 against the vanilla one: the first token's share of
+the attention on the real keys (alpha of the first key with each query's weights renormalised
+without the sink logit's, so that the weight the logit takes does not lower it by algebra alone;
+mean over heads and layers) on `attention_windows` held-out windows of the training context,
+learned sink minus vanilla (the note gives the raw masses too); and PPL with 0 over PPL with 4 kept
+tokens on S6's evaluation windows. The controls of S6 and S7 are measured here on the vanilla LM:
+its sink rate (per window and layer, the % of heads whose alpha exceeds 0.3, `streaming.sink_eval`;
+the mean over layers and windows) and its PPL with 0 over 4 kept tokens. Intervals: bootstrap over
+the windows, paired across the models.
 
 **Kind, controls and thresholds.** Both are **replications** with the control "the vanilla LM
 has first-token sinks" (`S7.vanilla_sink_rate` > 0); `S7.streams_without_sinks` also needs the
 vanilla LM to degrade with 0 kept tokens (`S7.vanilla_window_ratio` >= 1.1, as in S6).
-Thresholds: the fall of the first-token mass, < 0, chosen (the overview states a direction, no
+Thresholds: the fall of the first-token share, < 0, chosen (the overview states a direction, no
 size); streaming with 0 kept tokens, <= 1.003, S6's line between "suffices" and "needs more"
 (Table 3, per byte).
 """
