@@ -468,7 +468,7 @@ def test_s5_speedup_growth_on_both_sides(tmp_path, recompute, expected, slope):
         assert f"{cache}: {speedup:.1f}x" in found.note
     assert found.model == "m" and "cpu device" in found.note
     assert isinstance(
-        s5.figure(tables, {"title": "t", "scale": "t", "paper_speedup": "up to 2x"}), Figure
+        s5.figure(tables, S5_SETTINGS | {"title": "t", "paper_speedup": "up to 2x"}), Figure
     )
 
 

@@ -469,7 +469,10 @@ EXHIBITS: dict[str, Exhibit] = {
                 "models": "streaming.latency.models",
                 "law_at_cache": "exhibits.S5.law_at_cache",
             },
-            figure_settings={"paper_speedup": _paper_value("S5.speedup_growth")},
+            figure_settings={
+                "paper_speedup": _paper_value("S5.speedup_growth"),
+                "law_at_cache": "exhibits.S5.law_at_cache",
+            },
         ),
         Exhibit(
             id="S6",
