@@ -76,6 +76,11 @@ def test_crops_are_seeded_and_sized():
     assert np.isclose(pixels.numpy().max(), (1 - 0.5) / 0.25)
 
 
+def test_crops_name_the_photograph_they_were_cut_from():
+    """Crop i is cut from photograph i mod 12 (the unit its statistics are bootstrapped over)."""
+    assert images.crop_photographs(26, 12).tolist() == [*range(12), *range(12), 0, 1]
+
+
 def test_imagenet_folder_missing_says_what_to_do(tmp_path):
     with pytest.raises(FileNotFoundError, match="imagenet_val"):
         images.imagenet_val(tmp_path, 4, 32, seed=0)

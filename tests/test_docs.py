@@ -12,7 +12,13 @@ import jinja2
 import pytest
 
 from sinkscope import docs
-from sinkscope.catalogue import THRESHOLD_HEADER, claim_table, load_claims, threshold_table
+from sinkscope.catalogue import (
+    THRESHOLD_HEADER,
+    claim_table,
+    ledger_table,
+    load_claims,
+    threshold_table,
+)
 from sinkscope.config import load_config
 from sinkscope.exhibits import module
 from sinkscope.exhibits.registry import EXHIBITS
@@ -112,3 +118,21 @@ def test_report_captions_render_the_settings_they_name_from_the_config(scale):
     sinks = ", ".join(map(str, config["streaming"]["ppl"]["sinks"]))
     assert f"Perplexity with\n{sinks} initial tokens" in rendered["S4"]
     assert not any("{{" in text for text in rendered.values())
+
+
+def test_the_readme_says_what_every_verdict_says():
+    """The README's table of verdicts is generated from the scorecard's, one row per verdict."""
+    from sinkscope.scorecard import VERDICT_MEANINGS, VERDICTS, verdict_table
+
+    assert tuple(VERDICT_MEANINGS) == VERDICTS
+    table = verdict_table()
+    assert table in (REPO / "README.md").read_text()
+    rows = [row.split(" | ")[0].strip("| ") for row in table.splitlines()[2:]]
+    assert rows == list(VERDICTS) and "not testable at this scale" in rows
+
+
+def test_the_ledger_table_of_the_docs_is_the_catalogues():
+    text = (REPO / "docs" / "exhibit-reference.md").read_text()
+    assert ledger_table(load_claims()) in text
+    changes = sum(len(claim.get("ledger") or []) for claim in load_claims())
+    assert len(ledger_table(load_claims()).splitlines()) == changes + 2

@@ -107,6 +107,11 @@ def test_grouped_kv_decoder_matches_direct_recomputation():
     first = layers[layers.layer == index]
     want = metrics.token_similarity(hidden.double()).numpy()
     assert np.abs(first.token_similarity.to_numpy() - want).max() <= 1e-6
+    # 12 tokens in 32 dimensions: full rank, and so in a strict half-space, as recomputed
+    rank = metrics.rank_share(hidden).numpy()
+    assert first.rank_share.tolist() == pytest.approx(rank.tolist())
+    half = [metrics.in_strict_half_space(tokens) for tokens in hidden.double().numpy()]
+    assert first.half_space.tolist() == half
 
 
 def test_gpt_neox_packed_heads_match_direct_recomputation():

@@ -228,3 +228,24 @@ def test_outlier_threshold_and_share():
     assert metrics.outlier_share(values, 10.0) == 0.0  # strictly above the threshold
     with pytest.raises(ValueError, match="unknown outlier threshold kind"):
         metrics.outlier_threshold(values, "quantile", 0.9)
+
+
+def test_rank_share_of_token_matrices():
+    """Three tokens in four dimensions: independent ones have rank 3 of 3, copies of one rank 1."""
+    independent = torch.eye(4)[:3]
+    copies = torch.ones(3, 4)
+    shares = metrics.rank_share(torch.stack([independent, copies]))
+    assert shares.tolist() == pytest.approx([1.0, 1 / 3])
+
+
+@pytest.mark.parametrize(
+    ("points", "expected"),
+    [
+        ([[1.0, 0.0], [0.0, 1.0]], True),  # w = (1, 1)
+        ([[1.0, 0.2], [1.0, -5.0], [3.0, 0.0]], True),  # w = (1, 0)
+        ([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]], False),  # the origin halfway between two
+        ([[1.0, 0.0], [-1.0, 1.0], [-1.0, -1.0]], False),  # the origin inside the triangle
+    ],
+)
+def test_strict_half_space_is_decided_by_the_convex_hull(points, expected):
+    assert metrics.in_strict_half_space(np.array(points)) is expected

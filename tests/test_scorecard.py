@@ -13,11 +13,14 @@ from conftest import REPO
 from sinkscope import scorecard
 from sinkscope.catalogue import (
     CLAIM_HEADER,
+    LEDGER_HEADER,
+    ONE_SIDED,
     THRESHOLD_HEADER,
     claim_table,
     describe_check,
     entry_errors,
     find_claim,
+    ledger_table,
     load_claims,
     threshold_table,
 )
@@ -30,6 +33,7 @@ from sinkscope.scorecard import (
     INCONCLUSIVE,
     NOT_REPLICATED,
     NOT_RUN,
+    NOT_TESTABLE,
     REPLICATED,
     build_scorecard,
     judge,
@@ -72,6 +76,12 @@ def test_judge_an_exact_value(check, measured, expected):
         ({"kind": "rel_close", "value": 1.0, "rtol": 0.05}, 0.97, 1.08, None),
         ({"kind": "rel_close", "value": 1.0, "rtol": 0.05}, 1.06, 1.2, False),
         ({"kind": "holds"}, 0.0, 1.0, None),
+        ({"kind": "between", "low": 1.47, "high": 955}, 1.5, 900.0, True),
+        ({"kind": "between", "low": 1.47, "high": 955}, 1.0, 1.4, False),
+        ({"kind": "between", "low": 1.47, "high": 955}, 960.0, 990.0, False),
+        ({"kind": "between", "low": 1.47, "high": 955}, 900.0, 990.0, None),
+        ({"kind": "abs_close", "value": 1.0, "atol": 0.01}, 0.97, 0.985, False),
+        ({"kind": "abs_close", "value": 1.0, "atol": 0.01}, 1.015, 1.03, False),
     ],
 )
 def test_judge_an_interval(check, low, high, expected):
@@ -174,21 +184,26 @@ def straddling(check):
 
 def passing(check):
     """A value that satisfies `check`."""
-    return (
-        True
-        if check["kind"] == "holds"
-        else check["value"]
-        + (1 if check["kind"] in ("greater_than",) else -1 if check["kind"] == "less_than" else 0)
+    if check["kind"] == "holds":
+        return True
+    if check["kind"] == "between":
+        return (check["low"] + check["high"]) / 2
+    return check["value"] + (
+        1 if check["kind"] in ("greater_than",) else -1 if check["kind"] == "less_than" else 0
     )
 
 
-def failing(check):
-    """A value that violates `check`."""
+def failing(check, below=False):
+    """A value that violates `check`: below a lower bound, above an upper one; for a band, above
+    it, or below it with `below`."""
     kind = check["kind"]
     if kind == "holds":
         return False
+    if kind == "between":
+        return check["low"] - 1 if below else check["high"] + 1
     step = 1 + 2 * abs(check["value"]) * check.get("rtol", 0) + 2 * check.get("atol", 0)
-    return check["value"] - step if kind in ("greater_than", "at_least") else check["value"] + step
+    lower = kind in ("greater_than", "at_least") or (below and kind not in ONE_SIDED)
+    return check["value"] - step if lower else check["value"] + step
 
 
 CLAIMS = load_claims()
@@ -207,6 +222,8 @@ def test_every_claim_passes_fails_and_straddles(tmp_path, claim):
 
     assert row(record(passing(check))).verdict == REPLICATED
     assert row(record(failing(check))).verdict == NOT_REPLICATED
+    if check["kind"] not in (*ONE_SIDED, "holds"):  # a band: a value below it fails as well
+        assert row(record(failing(check, below=True))).verdict == NOT_REPLICATED
     found = row(record(passing(check), interval=straddling(check)))
     assert found.verdict == INCONCLUSIVE
     assert "[" in found.note and "bootstrap over 8 windows" in found.note
@@ -216,7 +233,10 @@ CONTROLLED = [claim for claim in load_claims() if claim.get("preconditions")]
 
 
 @pytest.mark.parametrize("claim", CONTROLLED, ids=[claim["id"] for claim in CONTROLLED])
-def test_a_failing_or_missing_control_makes_a_claim_inconclusive(tmp_path, claim):
+def test_a_failing_or_missing_control_makes_a_claim_not_testable(tmp_path, claim):
+    """A control that lacks its phenomenon (or was not measured) makes the claim not testable,
+    naming the tier that would test it and keeping its measured value; a control that straddles
+    its check leaves it inconclusive."""
     controls = {c["measure"]: c for c in claim["preconditions"]}
 
     def card(values):
@@ -233,17 +253,19 @@ def test_a_failing_or_missing_control_makes_a_claim_inconclusive(tmp_path, claim
         if measure == claim["id"]:
             continue
         row = card(broken).loc[claim["id"]]
-        assert row.verdict == INCONCLUSIVE
+        assert row.verdict == NOT_TESTABLE and row.testable_at == claim["testable_at"]
         assert control["control"] in row.note and "measured" in row.note
+        assert f"testable at {claim['testable_at']}." in row.note
+        assert row.value == float(passing(claim["check"]))
         missing = {k: v for k, v in broken.items() if k != measure}
         row = card(missing).loc[claim["id"]]
-        assert row.verdict == INCONCLUSIVE and "not measured" in row.note
+        assert row.verdict == NOT_TESTABLE and "not measured" in row.note
         uncertain = {measure: straddling(control["check"])}
         records = {k: record(v, interval=uncertain.get(k)) for k, v in met.items()}
         records[claim["id"]] = record(passing(claim["check"]))
         row = build_scorecard([_claims_file(tmp_path, records)], "default")
         row = row.set_index("claim_id").loc[claim["id"]]
-        assert row.verdict == INCONCLUSIVE and "undecided" in row.note
+        assert row.verdict == INCONCLUSIVE and "undecided" in row.note and not row.testable_at
 
 
 def test_not_run_names_the_reason_and_markdown_groups_by_paper(tmp_path):
@@ -256,7 +278,7 @@ def test_not_run_names_the_reason_and_markdown_groups_by_paper(tmp_path):
     assert markdown.index("## StreamingLLM (S)") < markdown.index("## Sink vs diagonal (D)")
 
 
-def test_a_value_undefined_at_this_scale_is_inconclusive(tmp_path):
+def test_a_value_undefined_at_this_scale_is_not_testable(tmp_path):
     undefined = Measured(float("nan"), "toy", "no layer beyond the bottom two", stats_none())
     path = _claims_file(tmp_path, {"S2.initial_tokens_beyond_bottom_two": undefined.record()})
     row = (
@@ -264,8 +286,9 @@ def test_a_value_undefined_at_this_scale_is_inconclusive(tmp_path):
         .set_index("claim_id")
         .loc["S2.initial_tokens_beyond_bottom_two"]
     )
-    assert row.verdict == INCONCLUSIVE
-    assert row.note == "no value at this scale. no layer beyond the bottom two"
+    tier = find_claim("S2.initial_tokens_beyond_bottom_two")["testable_at"]
+    assert row.verdict == NOT_TESTABLE and row.testable_at == tier
+    assert row.note == f"no value at this scale; testable at {tier}. no layer beyond the bottom two"
 
 
 def stats_none():
@@ -294,7 +317,13 @@ def entry(**changes):
         "claim": "a is large",
         "paper": "2",
         "stated": "Unifying View, Sec. 4",
-        "check": {"kind": "greater_than", "value": 1, "source": "Unifying View, Table 1"},
+        "check": {
+            "kind": "greater_than",
+            "value": 1,
+            "direction": "the paper states only that a is large",
+            "source": "Unifying View, Table 1",
+        },
+        "testable_at": "paper: a longer run",
         "preconditions": [
             {
                 "measure": "U1.control",
@@ -315,6 +344,23 @@ def _control(**check):
     return [{"measure": "U1.control", "check": check, "control": "the run has events"}]
 
 
+def change(**changes):
+    """A ledger change of the entry's check (`> 1` after it), with `changes` (None deletes)."""
+    found = {
+        "date": "2026-12-02",
+        "before": ">= 2",
+        "after": "> 1",
+        "verdict_before": NOT_REPLICATED,
+        "verdict_after": REPLICATED,
+        "reason": "the threshold taken from its source",
+    }
+    return {key: value for key, value in (found | changes).items() if value is not None}
+
+
+CHOSEN_0 = "0 replicated against a chosen threshold, "  # the count apart, where there is none
+ONE_SIDED_CHECK = {"kind": "greater_than", "value": 1, "source": "Unifying View, Table 1"}
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -326,7 +372,10 @@ def _control(**check):
         ({"why": None}, "U1.a: `why` is missing or empty"),
         ({"why": "  "}, "U1.a: `why` is missing or empty"),
         ({"stated": None}, "U1.a: `stated` is missing or empty (where the paper states the claim)"),
-        ({"check": {"kind": "greater_than", "value": 1}}, "U1.a: `check` needs exactly one"),
+        (
+            {"check": {"kind": "greater_than", "value": 1, "direction": "a is large"}},
+            "U1.a: `check` needs exactly one",
+        ),
         (
             {"check": {"kind": "holds", "source": "Unifying View, Fig. 2", "chosen": "a pattern"}},
             "U1.a: `check` needs exactly one of `source` or `chosen`; it has both",
@@ -340,10 +389,37 @@ def _control(**check):
             {"preconditions": _control(kind="at_least", value=1, source="S", chosen="c")},
             "U1.a, precondition on 'U1.control': `check` needs exactly one",
         ),
+        ({"check": ONE_SIDED_CHECK}, "U1.a: the paper gives a value (2), so the check is a band"),
+        (
+            {"check": {**ONE_SIDED_CHECK, "source": "Table 1", "direction": "a is large"}},
+            "U1.a: a `source` names the text it comes from first",
+        ),
+        ({"testable_at": None}, "U1.a: `testable_at` must name the tier that would test"),
+        ({"testable_at": "laptop: more steps"}, "U1.a: `testable_at` must name the tier"),
+        (
+            {"ledger": [change(after=">= 1")]},
+            "U1.a: the check is '> 1' but the ledger's last change leads to '>= 1'",
+        ),
+        ({"ledger": [change(date="2 Dec")]}, "U1.a, ledger change 1: `date` must read YYYY-MM-DD"),
+        ({"ledger": [change(reason=None)]}, "U1.a, ledger change 1: `reason` missing"),
+        (
+            {"ledger": [change(date="2026-12-04", after=">= 2"), change()]},
+            "U1.a: the ledger's changes must be in the order of their dates",
+        ),
+        (
+            {"ledger": [change(verdict_before="replicated at this scale")]},
+            "U1.a, ledger change 1: `verdict_before` must be one of replicated, not replicated",
+        ),
+        (
+            {"ledger": [change(verdict_after=None, after=">= 2"), change(before=">= 2")]},
+            "U1.a, ledger change 1: only the last change may wait for its `verdict_after`",
+        ),
     ],
 )
 def test_a_malformed_catalogue_entry_is_named_with_its_key(changes, message):
     assert entry_errors(entry()) == []
+    assert entry_errors(entry(ledger=[change(after=">= 2"), change(before=">= 2")])) == []
+    assert entry_errors(entry(ledger=[change(verdict_after=None)])) == []
     errors = entry_errors(entry(**changes))
     assert len(errors) == 1 and errors[0].startswith(message), errors
 
@@ -360,7 +436,12 @@ HAND_BUILT = [
     entry(
         id="U1.b",
         why="the run could show no fall",
-        check={"kind": "less_than", "value": 0, "chosen": "0 separates the signs"},
+        check={
+            "kind": "less_than",
+            "value": 0,
+            "direction": "a fall",
+            "chosen": "0 separates the signs",
+        },
         preconditions=None,
     ),
     entry(
@@ -380,7 +461,7 @@ HAND_BUILT = [
         id="U1.llm.e",
         kind="extension",
         why="the paper's claim on an LLM, which may not show it",
-        check={"kind": "greater_than", "value": 1, "chosen": "as U1.a"},
+        check={"kind": "greater_than", "value": 1, "direction": "as U1.a", "chosen": "as U1.a"},
         preconditions=None,
     ),
 ]
@@ -411,22 +492,22 @@ def test_the_scorecard_keeps_each_claims_kind_why_and_threshold_source(hand_buil
 
 def test_markdown_counts_replications_and_lists_extensions_and_checks_apart(hand_built):
     markdown = to_markdown(hand_built)
-    counts = ", 0 inconclusive at this scale, 0 not run."
+    counts = ", 0 inconclusive at this scale, 0 not testable at this scale, 0 not run."
     papers, thresholds = markdown.split("\n## Thresholds and controls\n")
     head, unifying, streaming, diagonal = papers.split("\n## ")
-    assert "\n2 replications: 1 replicated, 1 not replicated" + counts in head
+    assert f"\n2 replications: 1 replicated, {CHOSEN_0}1 not replicated" + counts in head
     assert "\n1 check, listed apart (their outcome follows from the pipeline's own" in head
     extension = "\n1 extension, the papers' claims measured beyond their setting (the Unifying "
-    extension += "View's ViT diagnostics on an LLM), counted apart: 0 replicated, 1 not"
+    extension += "View's ViT diagnostics on an LLM), counted apart: 0 replicated, 0 replicated"
     assert extension in head
     assert "re-run snippet): 1 replicated, 0 not replicated" + counts in head
-    assert "2 replications: 1 replicated, 1 not replicated" + counts in unifying
+    assert f"2 replications: 1 replicated, {CHOSEN_0}1 not replicated" + counts in unifying
     assert "### Checks" not in unifying
     replications, extensions = unifying.split("### Extensions (U)")
     assert "U1.llm.e" not in replications and "| U1 | U1.llm.e | a is large |" in extensions
-    assert "1 extension: 0 replicated, 1 not replicated" + counts in extensions
+    assert f"1 extension: 0 replicated, {CHOSEN_0}1 not replicated" + counts in extensions
     assert "| U1 | U1.b | a is large | 2 | < 0 | chosen: 0 separates the signs |" in unifying
-    assert "0 replications: 0 replicated, 0 not replicated" + counts in streaming
+    assert f"0 replications: 0 replicated, {CHOSEN_0}0 not replicated" + counts in streaming
     assert "### Extensions" not in streaming
     replications, checks = streaming.split("### Checks (S)")
     assert "S1.c" not in replications
@@ -484,9 +565,9 @@ def test_forest_plot_colours_replications_and_draws_extensions_and_checks_apart(
         3: ("o", CHECK_COLOUR),
     }
     title = fig._suptitle.get_text()
-    assert "2 replications: 1 replicated, 1 not replicated" in title
-    assert "1 extension (squares): 0 replicated, 1 not replicated" in title
-    assert title.endswith("drawn apart in grey: 1")
+    assert f"2 replications: 1 replicated, {CHOSEN_0}1 not replicated" in title
+    assert f"1 extension (squares): 0 replicated, {CHOSEN_0}1 not replicated" in title
+    assert "drawn apart in grey: 1\n" in title
 
 
 def test_s5_figure_takes_the_paper_value_from_the_catalogue(monkeypatch):
@@ -500,3 +581,100 @@ def test_s5_figure_takes_the_paper_value_from_the_catalogue(monkeypatch):
     ]
     monkeypatch.setattr("sinkscope.catalogue.load_claims", lambda: edited)
     assert EXHIBITS["S5"].settings(plan, "figure")["paper_speedup"] == "up to 3x"
+
+
+def test_a_band_fails_a_value_beyond_it_on_either_side():
+    """Where the paper gives a value the check is a band: a value above it fails as one below
+    it does (U1.mse_redirect: 26 % of the gain undone, 10 % either side)."""
+    check = find_claim("U1.mse_redirect")["check"]
+    assert describe_check(check) == "within 10 % of 26"
+    assert judge(check, 25.0, 27.0) is True
+    assert judge(check, 36.0, 97.0) is False and judge(check, 10.0, 20.0) is False
+
+
+@pytest.fixture
+def marked(tmp_path, monkeypatch):
+    """HAND_BUILT with U1.a's threshold changed after it was first judged (its ledger) and the
+    chosen threshold of U1.b met; U1.a not testable when `U1.control` lacks its events."""
+    claims = copy.deepcopy(HAND_BUILT)
+    claims[0]["ledger"] = [change(verdict_after=None)]
+    monkeypatch.setattr(scorecard, "load_claims", lambda: claims)
+
+    def card(control):
+        measured = {"U1.a": 3.0, "U1.control": control, "U1.b": -1.0, "S1.c": 0.83, "U1.llm.e": 2}
+        path = _claims_file(tmp_path, {k: record(v) for k, v in measured.items()})
+        return build_scorecard([path], "default")
+
+    return card
+
+
+def test_the_scorecard_marks_chosen_thresholds_and_ledger_rows(marked):
+    card = marked(control=2).set_index("claim_id")
+    assert list(card.threshold) == ["sourced", "chosen", "sourced", "chosen"]
+    assert card.loc["U1.a", "ledger"] == (
+        "2026-12-02: >= 2 -> > 1 (not replicated -> the next run's)"
+    )
+    assert card.loc["U1.b", "ledger"] == ""
+    markdown = to_markdown(card.reset_index())
+    head = markdown.split("\n## ")[0]
+    # a replicated verdict counts only against a sourced threshold: U1.b's is counted apart
+    assert "2 replications: 1 replicated, 1 replicated against a chosen threshold, 0 not" in head
+    extension = "counted apart: 0 replicated, 1 replicated against a chosen threshold, 0 not"
+    assert extension in head
+    assert "re-run snippet): 1 replicated, 0 not replicated" in head  # no mark for checks
+    assert "Chosen thresholds (a stated reason, no source; column `threshold`): 1 of the " in head
+    assert "replications, 1 of them replicated, and 1 of the extensions" in head
+    assert "Ledger (column `ledger`): 1 claims, 1 of them replications" in head
+    assert "| replicated | chosen |  |  |" in markdown  # U1.b: chosen, no tier, no ledger
+    assert scorecard.verdict_table() in head  # what each of the five verdicts says
+
+
+def test_a_control_without_its_phenomenon_is_not_testable_in_every_view(marked):
+    card = marked(control=0)
+    row = card.set_index("claim_id").loc["U1.a"]
+    assert row.verdict == NOT_TESTABLE and row.value == 3.0
+    assert row.testable_at == "paper: a longer run"
+    assert row.note.startswith("control: the run has events (U1.control >= 1) lacks it")
+    markdown = to_markdown(card)
+    assert "2 replications: 0 replicated, 1 replicated against a chosen threshold, 0 not " in (
+        markdown
+    )
+    assert "0 inconclusive at this scale, 1 not testable at this scale, 0 not run." in markdown
+    assert (
+        "| 3, exact (n = 1) | toy | not testable at this scale | sourced | paper: a longer run |"
+        in (markdown)
+    )
+    from matplotlib.colors import to_hex
+
+    fig = scorecard.figure(card)
+    ax = fig.axes[0]
+    colours = {
+        int(line.get_ydata()[0]): to_hex(line.get_color())
+        for line in ax.lines
+        if line.get_marker() == "o"
+    }
+    assert colours[0] == scorecard.VERDICT_COLOURS[NOT_TESTABLE]
+    labels = [tick.get_text() for tick in ax.get_yticklabels()]
+    assert labels[0] == "U1.a † [> 1]" and labels[1] == "U1.b * [< 0]"
+    title = fig._suptitle.get_text()
+    assert "1 not testable at this scale" in title
+    assert title.endswith(
+        "* chosen threshold: 1 replications; † check changed after first judged (ledger): 1 claims"
+    )
+
+
+def test_ledger_table_lists_every_change_with_its_verdicts():
+    claims = copy.deepcopy(HAND_BUILT)
+    claims[0]["ledger"] = [change(after=">= 2"), change(before=">= 2", verdict_after=None)]
+    table = ledger_table(claims).splitlines()
+    assert table[0] == LEDGER_HEADER and len(table) == 4
+    assert table[2] == (
+        "| U1.a | replication | 2026-12-02 | >= 2 | >= 2 |  |  |  | not replicated | replicated "
+        "| the threshold taken from its source |"
+    )
+    assert table[3].endswith(
+        "| not replicated | the next run's | the threshold taken from its source |"
+    )
+    claims[0]["ledger"] = [change(after=">= 2")]
+    with pytest.raises(ValueError, match="the ledger's last change leads to '>= 2'"):
+        ledger_table(claims)

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from sinkscope.exhibits import s6, s7
 from sinkscope.exhibits.registry import EXHIBITS
-from sinkscope.scorecard import INCONCLUSIVE, judge, load_claims
+from sinkscope.scorecard import NOT_TESTABLE, judge, load_claims
 from sinkscope.scorecard import verdict as scorecard_verdict
 from sinkscope.streaming.pretrain import (
     build_model,
@@ -134,7 +134,21 @@ def test_first_token_mass_and_sink_rate_known_answer():
     (row,) = first_token_mass(model, torch.zeros(1, 4, dtype=torch.long))
     assert row["window"] == 0 and row["layer"] == 0
     assert row["first_token_mass"] == pytest.approx(0.4375)
+    assert row["first_token_share"] == pytest.approx(0.4375)  # no sink logit: the same
     assert row["first_token_sink_rate"] == 50 and row["sink_logit_mass"] == pytest.approx(0)
+
+
+def test_first_token_share_is_renormalised_over_the_real_keys():
+    """The same heads with a sink logit that takes half of every query's weight (query 0 too):
+    the mass on the first token halves (0.21875), its share of the real keys' attention stays
+    0.4375, and the sink logit's weight is 0.5."""
+    rows = torch.tensor([[1.0, 0, 0, 0], [0.5, 0.5, 0, 0], [0.5, 0.25, 0.25, 0], [0.5, 0, 0, 0.5]])
+    other = torch.tensor([[1.0, 0, 0, 0], [0, 1, 0, 0], [0, 0.5, 0.5, 0], [0, 0, 0.5, 0.5]])
+    model = FixedAttention(0.5 * torch.stack([rows, other])[None])
+    (row,) = first_token_mass(model, torch.zeros(1, 4, dtype=torch.long))
+    assert row["first_token_mass"] == pytest.approx(0.21875)
+    assert row["first_token_share"] == pytest.approx(0.4375)
+    assert row["sink_logit_mass"] == pytest.approx(0.5)
 
 
 # --- the exhibit functions on crafted tables ----------------------------------------------------
@@ -178,8 +192,10 @@ def window_table(offsets: dict[str, dict[int, float]]) -> pd.DataFrame:
 
 
 def attention_table(levels: dict[str, float]) -> pd.DataFrame:
-    """Per variant, window and layer (2 layers): first-token mass around a level; the sink rate
-    (% of heads above 0.3) 100 in layer 1 where the level is above 0.3, else 0."""
+    """Per variant, window and layer (2 layers): the first token's share of the real keys'
+    attention around a level, its mass before renormalising (0.7 of the share for the learned
+    sink, whose logit takes 0.3); the sink rate (% of heads above 0.3) 100 in layer 1 where the
+    level is above 0.3, else 0."""
     rng = np.random.default_rng(1)
     return pd.DataFrame(
         [
@@ -187,7 +203,8 @@ def attention_table(levels: dict[str, float]) -> pd.DataFrame:
                 "variant": variant,
                 "window": w,
                 "layer": layer,
-                "first_token_mass": level + rng.normal(0, 0.02),
+                "first_token_share": (share := level + rng.normal(0, 0.02)),
+                "first_token_mass": share * (0.7 if variant == "learned_sink" else 1.0),
                 "first_token_sink_rate": 100.0 * layer * (level > 0.3),
                 "sink_logit_mass": 0.3 if variant == "learned_sink" else 0.0,
             }
@@ -335,6 +352,18 @@ def test_s6_emergence_of_the_sinks_over_training(tmp_path):
         assert list(line.get_ydata()) == [threshold] * 2 and line.get_linestyle() == ":"
 
 
+def test_s7_a_first_token_mass_lowered_by_the_sink_logit_alone_is_no_fall(tmp_path):
+    """The same share of the real keys' attention in both models (0.6): the learned sink's raw
+    mass is 0.42, lower by the weight its logit takes, but the claim's share does not fall."""
+    offsets = {v: PAPER_LIKE[v] for v in ("vanilla", "learned_sink")}
+    _, s7_tables = sink_lm_tables(tmp_path, offsets, {"vanilla": 0.6, "learned_sink": 0.6})
+    found = s7.claims(s7_tables, SETTINGS)
+    assert found["S7.first_token_mass_falls"].value == pytest.approx(0.0, abs=0.02)
+    assert verdict(found, "S7.first_token_mass_falls") is not True
+    note = found["S7.first_token_mass_falls"].note
+    assert note_number(note, "counted\\): learned_sink") == pytest.approx(0.42, abs=0.02)
+
+
 def test_s6_s7_claims_on_the_other_side(tmp_path):
     s6_tables, s7_tables = sink_lm_tables(
         tmp_path, OPPOSITE, {"vanilla": 0.1, "learned_sink": 0.3, "sink_token": 0.05}
@@ -380,7 +409,7 @@ def test_s6_measures_only_the_variants_it_has(tmp_path):
     ],
     ids=["no-sink-heads", "no-window-degradation"],
 )
-def test_s6_s7_claims_are_inconclusive_without_the_vanillas_sink(
+def test_s6_s7_claims_are_not_testable_without_the_vanillas_sink(
     tmp_path, offsets, levels, control
 ):
     """The controls: without first-token sink heads in the vanilla LM, or without its
@@ -398,4 +427,4 @@ def test_s6_s7_claims_are_inconclusive_without_the_vanillas_sink(
     assert len(judged) >= 4
     for claim in judged:
         verdict, reason = scorecard_verdict(claims[claim], measured)
-        assert verdict == INCONCLUSIVE and control in reason, claim
+        assert verdict == NOT_TESTABLE and control in reason, claim

@@ -123,3 +123,49 @@ def test_event_rate_refuses_counts_that_are_not_whole(events, exposure):
 def test_a_range_basis_is_described_as_a_range_not_a_confidence_level():
     spread = stats.Interval(0.9, 1.1, 15, "range over fits on sub-ranges of T")
     assert spread.describe() == "[0.9, 1.1] (range over 15 fits on sub-ranges of T)"
+
+
+def test_cluster_bootstrap_counts_the_clusters_and_widens_for_copies():
+    """Four copies of each of 12 values: a row bootstrap takes 48 independent values and is
+    narrower than the cluster bootstrap over the 12, which equals the bootstrap of the 12
+    values themselves."""
+    values = np.random.default_rng(3).normal(size=12)
+    copies, photos = np.repeat(values, 4), np.repeat(np.arange(12), 4)
+    rows = stats.bootstrap(np.mean, copies, unit="inputs")
+    clustered = stats.bootstrap(np.mean, copies, unit="photographs", clusters=photos)
+    assert (rows.n, clustered.n) == (48, 12)
+    assert clustered.high - clustered.low > 1.5 * (rows.high - rows.low)
+    assert clustered.describe().endswith("bootstrap over 12 photographs)")
+
+
+def test_cluster_bootstrap_of_singletons_is_the_row_bootstrap():
+    values = np.random.default_rng(4).normal(size=30)
+    rows = stats.bootstrap(np.mean, values, unit="windows")
+    singletons = stats.bootstrap(np.mean, values, unit="windows", clusters=np.arange(30))
+    assert (rows.low, rows.high) == (singletons.low, singletons.high)
+
+
+def test_cluster_bootstrap_of_unequal_clusters_keeps_every_row_of_a_cluster():
+    """Clusters of sizes 1 and 3 holding one value each: every resample's rows come whole from
+    their clusters, so the share of rows equal to 1 is 0, 1/4, 3/4 or 1 (or 1/2, 3/6 ...)."""
+    values = np.array([0.0, 1.0, 1.0, 1.0])
+    labels = np.array([0, 1, 1, 1])
+    interval = stats.bootstrap(np.mean, values, unit="groups", clusters=labels)
+    assert interval.n == 2 and interval.low == 0.0 and interval.high == 1.0
+
+
+def test_cluster_bootstrap_refuses_unpaired_samples():
+    with pytest.raises(ValueError, match="clusters"):
+        stats.bootstrap(np.mean, np.ones(4), unit="x", paired=False, clusters=[0, 0, 1, 1])
+
+
+def test_one_cluster_decides_nothing():
+    interval = stats.bootstrap(np.mean, np.arange(4.0), unit="photographs", clusters=[1, 1, 1, 1])
+    assert interval.n == 1 and interval.low == -np.inf
+
+
+def test_loglog_at_evaluates_the_fitted_power_law():
+    x = np.array([256, 512, 1024])
+    assert stats.loglog_at(x, 0.01 * x, 4096) == pytest.approx(40.96)  # y = 0.01 x
+    assert stats.loglog_at(x, 3 * np.sqrt(x), 16) == pytest.approx(12.0)  # y = 3 x^0.5
+    assert np.isnan(stats.loglog_at([8, 8], [1, 2], 16))

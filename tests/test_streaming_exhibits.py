@@ -3,6 +3,7 @@ hand-made measurements (S6 and S7: test_sink_lm_exhibits.py)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -13,7 +14,7 @@ from matplotlib.figure import Figure
 
 from sinkscope.catalogue import load_claims
 from sinkscope.exhibits import s3, s4, s5, s9
-from sinkscope.scorecard import INCONCLUSIVE, judge
+from sinkscope.scorecard import NOT_TESTABLE, judge
 from sinkscope.scorecard import verdict as scorecard_verdict
 from sinkscope.stats import exact, loglog_slope
 from sinkscope.streaming import Policy
@@ -110,6 +111,7 @@ def known_nll(model: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 CATALOGUE = {claim["id"]: claim for claim in load_claims()}
 CONTROLS = {c["measure"]: c for claim in CATALOGUE.values() for c in claim.get("preconditions", [])}
 S3_TABLES = {"bin_tokens": 4, "block_tokens": 4, "cache": 8, "newline_sinks": 4}
+S3_CLAIMS = {"claim_model": "m", "cache": 8, "scale": "t", "descriptions": {"m": "a test model"}}
 
 
 def verdict(claim: str, found) -> bool | None:
@@ -129,7 +131,7 @@ def test_s3_s4_read_their_claims_where_the_cache_is_full(tmp_path):
     assert table.loc["0+8", "ppl_full_cache"] == pytest.approx(100)
     assert table.loc["0+8", "full_cache_tokens"] == 8 and table.loc["0+8", "tokens"] == 16
     assert table.loc["4+4", "ppl_at_recompute_positions"] == pytest.approx(5)  # 10 and 14
-    claims = s3.claims(tables, {"claim_model": "m", "cache": 8, "scale": "test"})
+    claims = s3.claims(tables, S3_CLAIMS)
     assert claims["S3.window_collapses"].value == pytest.approx(20)  # diluted: sqrt(20)
     assert claims["S3.sinks_match_recomputation"].value == pytest.approx(
         math.log(100 / 5) / math.log(100 / 4)
@@ -164,7 +166,7 @@ def test_s3_compares_on_the_positions_all_its_conditions_scored(tmp_path):
     frame.loc[(frame.condition == "4+4") & (frame.position > 14), "nll"] = math.log(50)
     nll = [written(tmp_path, "nll", pd.concat([frame, recompute], ignore_index=True))]
     tables = s3.tables({"nll": nll}, S3_TABLES)
-    claims = s3.claims(read_back(tmp_path, tables), {"claim_model": "m", "cache": 8, "scale": "t"})
+    claims = s3.claims(read_back(tmp_path, tables), S3_CLAIMS)
     assert claims["S3.newline_sinks"].value == pytest.approx(math.log(100 / 6) / math.log(20))
     streaming = (5**6 * 50**2) ** (1 / 8)
     assert claims["S3.window_collapses"].value == pytest.approx(100 / streaming)
@@ -177,8 +179,9 @@ def test_s3_s4_claims_name_the_other_models_and_figures_wrap(tmp_path):
         frame, recompute = known_nll(model)
         nll.append(written(tmp_path, model, pd.concat([frame, recompute], ignore_index=True)))
     tables = read_back(tmp_path, s3.tables({"nll": nll}, S3_TABLES))
-    claims = s3.claims(tables, {"claim_model": "b", "cache": 8, "scale": "t"})
-    assert {found.model for found in claims.values()} == {"b"}
+    descriptions = dict.fromkeys(models, "a test model")
+    claims = s3.claims(tables, S3_CLAIMS | {"claim_model": "b", "descriptions": descriptions})
+    assert {found.model for claim, found in claims.items() if "families" not in claim} == {"b"}
     assert "['a', 'c', 'd']" in claims["S3.newline_sinks"].note
     fig = s3.figure(tables, {"title": "t", "cache": 8, "scale": "t"})
     assert isinstance(fig, Figure)
@@ -267,7 +270,7 @@ S3_ROLES = {
 
 def s3_claims(tmp_path, frame: pd.DataFrame) -> dict:
     tables = s3.tables({"nll": [written(tmp_path, "nll", frame)]}, S3_TABLES | {"block_tokens": 16})
-    return s3.claims(read_back(tmp_path, tables), {"claim_model": "m", "cache": 8, "scale": "t"})
+    return s3.claims(read_back(tmp_path, tables), S3_CLAIMS)
 
 
 @pytest.mark.parametrize(
@@ -295,7 +298,54 @@ def test_s3_claims_on_both_sides_of_their_checks(tmp_path, ratios, expected):
     assert window.interval.n == len(range(9, 601, 16))  # positions 9-600 in blocks of 16
 
 
-def test_s3_sinks_claims_are_inconclusive_when_the_window_does_not_degrade(tmp_path):
+def test_s3_stable_streaming_compares_the_last_quarter_with_the_first(tmp_path):
+    """600 positions in 37 blocks of 16 after the cache: 4+4 at a steady NLL of 3 (+ a little
+    noise), then 0.5 higher over the last 150 positions (PPL x e^0.5 there); 600 tokens are far
+    from the paper's millions, which the control says."""
+    frame = s3_stream(20.0, 1.0, 1.0)
+    streaming = frame.condition == "4+4"
+    frame.loc[streaming, "nll"] = 3 + np.random.default_rng(1).normal(0, 0.1, streaming.sum())
+    found = s3_claims(tmp_path, frame)
+    stable, streamed = found["S3.stable_over_millions"], found["S3.streamed_tokens"]
+    assert stable.value == pytest.approx(1.0, abs=0.1)
+    assert stable.interval.basis == "bootstrap over blocks"
+    assert verdict("S3.stable_over_millions", stable) is True
+    assert stable.note.startswith("4+4 PPL over the last 9 blocks")
+    assert streamed.value == 600 and verdict("S3.streamed_tokens", streamed) is False
+    frame.loc[streaming & (frame.position > 450), "nll"] += 0.5
+    stable = s3_claims(tmp_path, frame)["S3.stable_over_millions"]
+    assert stable.value == pytest.approx(math.exp(0.5), rel=0.1)
+    assert verdict("S3.stable_over_millions", stable) is False
+
+
+def test_s3_window_on_the_papers_families_names_what_was_streamed(tmp_path):
+    frame = s3_stream(20.0, 1.0, 1.0)
+    tables = read_back(
+        tmp_path,
+        s3.tables({"nll": [written(tmp_path, "nll", frame)]}, S3_TABLES | {"block_tokens": 16}),
+    )
+    found = s3.claims(tables, S3_CLAIMS)  # "a test model": none of the families
+    families, count = found["S3.paper_families_degrade"], found["S3.paper_families_streamed"]
+    assert np.isnan(families.value) and count.value == 0
+    assert count.note == (
+        "streamed: m; of the paper's families none; not streamed at this scale: Llama 2, MPT, "
+        "Falcon, Pythia"
+    )
+    assert verdict("S3.paper_families_streamed", count) is False
+    llama = {"m": "Llama-2-7B base (gated repository)"}
+    found = s3.claims(tables, S3_CLAIMS | {"descriptions": llama})
+    families, count = found["S3.paper_families_degrade"], found["S3.paper_families_streamed"]
+    assert families.value == pytest.approx(found["S3.window_collapses"].value)
+    assert families.model == "m" and count.value == 1
+    assert "of the paper's families Llama 2: m; not streamed at this scale: MPT" in count.note
+    smol = {"m": "SmolLM2-135M-Instruct (Llama architecture, RoPE, 3 KV heads)"}
+    assert (
+        s3.claims(tables, S3_CLAIMS | {"descriptions": smol})["S3.paper_families_streamed"].value
+        == 0
+    )
+
+
+def test_s3_sinks_claims_are_not_testable_when_the_window_does_not_degrade(tmp_path):
     """The control of both sinks rows: with a window as good as sinks + window (ratio ~1.2,
     below the paper's smallest 1.47) the claims cannot be judged, whatever their values."""
     found = s3_claims(tmp_path, s3_stream(1.2, 1.0, 1.0))
@@ -304,11 +354,11 @@ def test_s3_sinks_claims_are_inconclusive_when_the_window_does_not_degrade(tmp_p
     for claim in ("S3.sinks_match_recomputation", "S3.newline_sinks"):
         assert CONTROLS["S3.window_collapses"] in CATALOGUE[claim]["preconditions"]
         judged, reason = card[claim]
-        assert judged == INCONCLUSIVE and "the window without sinks degrades" in reason
+        assert judged == NOT_TESTABLE and "the window without sinks degrades" in reason
     no_gap = s3_claims(tmp_path, s3_stream(1.0 / 1.5, 1.0, 1.0))  # the window is the better
     assert np.isnan(no_gap["S3.newline_sinks"].value)
     assert "no gap to close: PPL" in no_gap["S3.newline_sinks"].note
-    assert scorecard_of(no_gap)["S3.newline_sinks"][0] == INCONCLUSIVE
+    assert scorecard_of(no_gap)["S3.newline_sinks"][0] == NOT_TESTABLE
 
 
 def scorecard_of(found: dict) -> dict[str, tuple[str, str]]:
@@ -363,24 +413,26 @@ def s4_claims(tmp_path, ratios: tuple[float, float, float]) -> dict:
     return s4.claims(read_back(tmp_path, tables), {"claim_model": "m", "cache": 16, "scale": "t"})
 
 
-def test_s4_claims_are_inconclusive_when_the_window_does_not_degrade(tmp_path):
+def test_s4_claims_are_not_testable_when_the_window_does_not_degrade(tmp_path):
     """The control: a window 1.2x worse than 8 kept tokens (below the paper's smallest, 1.47)
-    leaves both claims inconclusive although their shares pass."""
+    leaves both claims not testable although their shares do not fail."""
     found = s4_claims(tmp_path, (1.2, 1.0, 1.0))
     assert verdict("S4.window_ratio", found["S4.window_ratio"]) is False
-    assert verdict("S4.one_sink_recovers", found["S4.one_sink_recovers"]) is True
+    assert verdict("S4.one_sink_recovers", found["S4.one_sink_recovers"]) is not False
     card = scorecard_of(found)
     for claim in ("S4.one_sink_recovers", "S4.four_sinks_suffice"):
         judged, reason = card[claim]
-        assert judged == INCONCLUSIVE and "the window without initial tokens degrades" in reason
+        assert judged == NOT_TESTABLE and "the window without initial tokens degrades" in reason
 
 
-def latency_rows(caches: list[int], recompute, sinks, seed: int = 0) -> pd.DataFrame:
+def latency_rows(
+    caches: list[int], recompute, sinks, seed: int = 0, device: str = "cpu"
+) -> pd.DataFrame:
     """Timings of 5 repeats per cache and policy: seconds = f(cache) x (1 + 5 % noise)."""
     rng = np.random.default_rng(seed)
     return pd.DataFrame(
         [
-            {"model": m, "cache": c, "policy": p, "repeat": r, "device": "cpu", "seconds": s}
+            {"model": m, "cache": c, "policy": p, "repeat": r, "device": device, "seconds": s}
             for m in ("m", "other")
             for c in caches
             for p, cost in (("recompute", recompute), ("sinks", sinks))
@@ -400,8 +452,8 @@ def latency_rows(caches: list[int], recompute, sinks, seed: int = 0) -> pd.DataF
 def test_s5_speedup_growth_on_both_sides(tmp_path, recompute, expected, slope):
     caches = [64, 128, 256, 512]
     rows = latency_rows(caches, recompute, lambda c: 0.01 + 1e-6 * c)
-    tables = read_back(tmp_path, s5.tables({"latency": written(tmp_path, "latency", rows)}, {}))
-    found = s5.claims(tables, {"models": ["m", "other"], "scale": "t"})["S5.speedup_growth"]
+    tables = s5_tables(tmp_path, rows)
+    found = s5.claims(tables, S5_SETTINGS)["S5.speedup_growth"]
     summary = tables["summary"].set_index(["model", "cache"]).loc["m"]
     assert found.value == pytest.approx(
         np.polyfit(np.log(caches), np.log(summary.speedup.to_numpy()), 1)[0]
@@ -416,14 +468,62 @@ def test_s5_speedup_growth_on_both_sides(tmp_path, recompute, expected, slope):
         assert f"{cache}: {speedup:.1f}x" in found.note
     assert found.model == "m" and "cpu device" in found.note
     assert isinstance(
-        s5.figure(tables, {"title": "t", "scale": "t", "paper_speedup": "up to 2x"}), Figure
+        s5.figure(tables, S5_SETTINGS | {"title": "t", "paper_speedup": "up to 2x"}), Figure
     )
 
 
 def test_s5_needs_two_cache_sizes():
     rows = latency_rows([64], lambda c: 1.0, lambda c: 0.1)
     with pytest.raises(ValueError, match="1 measured"):
-        s5.claims({"latency": rows}, {"models": ["m"], "scale": "t"})
+        s5.claims({"latency": rows}, S5_SETTINGS)
+
+
+S5_SETTINGS = {"models": ["m", "other"], "scale": "t", "law_at_cache": 4096}
+
+
+def s5_tables(tmp_path, rows: pd.DataFrame, parameters=(135e6, 1e6)) -> dict[str, pd.DataFrame]:
+    """S5's tables from timings and a manifest per model with its parameter count."""
+    manifests = []
+    for model, count in zip(("m", "other"), parameters, strict=True):
+        path = tmp_path / f"{model}_manifest.json"
+        path.write_text(json.dumps({"parameters": int(count)}))
+        manifests.append(str(path))
+    inputs = {"latency": written(tmp_path, "latency", rows), "manifests": manifests}
+    return read_back(tmp_path, s5.tables(inputs, {"models": ["m", "other"]}))
+
+
+def test_s5_speedup_law_at_the_papers_cache_and_its_controls(tmp_path):
+    """Speedup = 0.01 C (re-computation 1e-4 C^2 s, sinks + window 0.01 C s): measured 5.1x
+    at cache 512, the law gives 41x at 4096; on a CPU and a model of 0.135 B parameters the
+    paper's setting is missing, on a GPU with 7 B it is there."""
+    caches = [128, 256, 512]
+    rows = latency_rows(caches, lambda c: 1e-4 * c**2, lambda c: 0.01 * c)
+    found = s5.claims(s5_tables(tmp_path, rows), S5_SETTINGS)
+    law = found["S5.speedup_at_paper_cache"]
+    assert law.value == pytest.approx(40.96, rel=0.25)  # 5 % noise per timing, extrapolated 8x
+    assert law.interval.basis == "bootstrap over repeats"
+    assert law.interval.low <= law.value <= law.interval.high
+    assert f"gives {law.value:.1f}x at cache 4096" in law.note
+    assert "measured at the largest cache these latency settings time: 5." in law.note
+    assert "at cache 512" in law.note and "m (0.135 B parameters) on cpu" in law.note
+    assert found["S5.timed_on_gpu"].value is False
+    assert found["S5.timed_parameters"].value == pytest.approx(0.135)
+    controls = {
+        c["measure"]: c["check"]
+        for claim in load_claims()
+        for c in claim.get("preconditions", [])
+        if claim["id"] == "S5.speedup_at_paper_cache"
+    }
+    assert set(controls) == {"S5.timed_on_gpu", "S5.timed_parameters"}
+    for name, check in controls.items():
+        interval = found[name].interval
+        assert judge(check, interval.low, interval.high) is False, name
+    rows = latency_rows(caches, lambda c: 1e-4 * c**2, lambda c: 0.01 * c, device="cuda:0")
+    found = s5.claims(s5_tables(tmp_path, rows, parameters=(7e9, 1e6)), S5_SETTINGS)
+    for name, check in controls.items():
+        interval = found[name].interval
+        assert judge(check, interval.low, interval.high) is True, name
+    assert verdict("S5.speedup_at_paper_cache", found["S5.speedup_at_paper_cache"]) is False
 
 
 def measured_frame(bounded, full, steps: int = 80) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from sinkscope.exhibits import d2, d3, d6
-from sinkscope.scorecard import INCONCLUSIVE, judge, load_claims
+from sinkscope.scorecard import NOT_TESTABLE, judge, load_claims
 from sinkscope.scorecard import verdict as scorecard_verdict
 from sinkscope.toys import cost, oversmoothing
 
@@ -145,7 +145,7 @@ def test_d6_claims_on_crafted_curves_of_other_exponents_fail_their_checks():
     assert verdict("D6.exponent_gap", found["D6.exponent_gap"]) is True
 
 
-def test_d6_claims_are_inconclusive_when_the_solver_misses_the_minima():
+def test_d6_claims_are_not_testable_when_the_solver_misses_the_minima():
     tables = _d6_tables(lambda t: 2 * t, lambda t: 3 * t**1.5, excess=0.05)
     found = _d6_claims(tables)
     assert found["D6.solver_excess"].value == pytest.approx(5.0)
@@ -153,7 +153,7 @@ def test_d6_claims_are_inconclusive_when_the_solver_misses_the_minima():
     for claim in D6_CLAIMS:
         assert verdict(claim, found[claim]) is True, claim  # the slopes alone would pass ...
         judged, reason = scorecard_verdict(CATALOGUE[claim], records)
-        assert judged == INCONCLUSIVE, claim  # ... but the control fails
+        assert judged == NOT_TESTABLE, claim  # ... but the control fails
         assert "D6.solver_excess" in reason
 
 

@@ -13,7 +13,14 @@ from sinkscope import plotting, training
 from sinkscope.exhibits import d4, d5, module, u1, u2
 from sinkscope.exhibits.plan import Plan
 from sinkscope.exhibits.registry import EXHIBITS
-from sinkscope.scorecard import INCONCLUSIVE, REPLICATED, judge, load_claims, verdict
+from sinkscope.scorecard import (
+    INCONCLUSIVE,
+    NOT_TESTABLE,
+    REPLICATED,
+    judge,
+    load_claims,
+    verdict,
+)
 from sinkscope.stats import Interval
 from sinkscope.toys.curves import CONVERGED_FALL, fall_over_training, late_fall
 from sinkscope.toys.interventions import INTERVENTIONS, intervention_table
@@ -259,7 +266,7 @@ def _u1_verdicts(values: dict, replicates: int = 5) -> dict[str, tuple[str, str]
 
 def test_u1_claims_wait_for_a_sink_the_nop_queries_attend_to():
     """The interventions on the sink, its value and the QK peak test a sink only where the NOP
-    queries attend to it: without that control they are inconclusive, whatever their values."""
+    queries attend to it: without that control they are not testable, whatever their values."""
     assert {v for v, _ in _u1_verdicts(U1_PAPER).values()} == {REPLICATED}
     unrouted = _u1_verdicts({**U1_PAPER, "nop_mass": 0.3, "damped_mass": 0.01})
     guarded = {c for c in CATALOGUE if "U1.nop_sink_mass" in _measures(c)}
@@ -269,7 +276,7 @@ def test_u1_claims_wait_for_a_sink_the_nop_queries_attend_to():
     }  # fmt: skip
     for claim in guarded:
         judged, reason = unrouted[claim]
-        assert judged == INCONCLUSIVE and "U1.nop_sink_mass >= 0.5) lacks it" in reason, claim
+        assert judged == NOT_TESTABLE and "U1.nop_sink_mass >= 0.5) lacks it" in reason, claim
     assert unrouted["U1.mse_baseline"][0] == REPLICATED  # no routing control
     assert unrouted["U1.mse_donor_sink_value"][0] == REPLICATED  # a check of the construction
 
@@ -284,7 +291,7 @@ def test_u1_claims_wait_for_converged_training():
     assert found["U1.late_loss_fall"].value > 5
     for claim in (c for c in CATALOGUE if "U1.late_loss_fall" in _measures(c)):
         judged, reason = verdict(CATALOGUE[claim], records)
-        assert judged == INCONCLUSIVE and "U1.late_loss_fall <= 5) lacks it" in reason, claim
+        assert judged == NOT_TESTABLE and "U1.late_loss_fall <= 5) lacks it" in reason, claim
 
 
 def test_u1_one_replicate_decides_nothing():
@@ -321,21 +328,28 @@ def _measures(claim: str) -> set[str]:
     return {p["measure"] for p in CATALOGUE[claim].get("preconditions", [])}
 
 
-def _u2_layers(mse, inflow, srank, ratio, seeds=5):
+def _u2_layers(mse, inflow, srank, ratio, seeds=5, hub_first=True, other=(2.0, 0.3)):
+    """Per seed, a hub (attention to j* 0.95, update 0.5 of its input) and another layer (its
+    stable rank and value-norm ratio `other`, update 0.01 of its input): the hub is layer 1
+    (`hub_first`, the paper's order) or layer 2."""
     rng = np.random.default_rng(1)
     rows = []
     for seed in range(seeds):
         jitter = 1 + 0.02 * rng.standard_normal(4)
         hub = [mse, srank, ratio, 0.95] * jitter
+        first_inflow = inflow * (1 + 0.02 * rng.standard_normal())
+        hub_layer = 0 if hub_first else 1
+        other_srank, other_ratio = np.asarray(other) * (1 + 0.02 * rng.standard_normal(2))
         rows.append(
             dict(zip(["mse", "srank", "value_ratio", "inflow_jstar"], hub, strict=True))
-            | {"layer": 1, "role": "hub", "seed": seed, "update_rel_norm": 0.5}
-            | {"max_inflow": 0.95}
+            | {"layer": hub_layer, "role": "hub", "seed": seed, "update_rel_norm": 0.5}
+            | {"max_inflow": first_inflow if hub_first else 0.95}
         )
         rows.append(
-            {"mse": hub[0], "inflow_jstar": 0.03, "srank": 2.0, "value_ratio": 1.0, "layer": 0}
-            | {"role": "other", "seed": seed, "update_rel_norm": 0.01}
-            | {"max_inflow": inflow * (1 + 0.02 * rng.standard_normal())}
+            {"mse": hub[0], "inflow_jstar": 0.03, "srank": other_srank, "value_ratio": other_ratio}
+            | {"layer": 1 - hub_layer, "role": "other", "seed": seed}
+            | {"update_rel_norm": 0.01 * (1 + 0.1 * rng.standard_normal())}
+            | {"max_inflow": 0.95 if hub_first else first_inflow}
         )
     curves = pd.concat(_curve(seed=seed) for seed in range(seeds))
     layers = pd.DataFrame(rows)
@@ -375,8 +389,10 @@ def test_u2_claims_on_both_sides_of_their_thresholds():
     tables = _u2_layers(0.1397, 0.888, 1.0, 0.9)
     found = u2.claims(tables, settings)
     control = found.pop("U2.late_loss_fall")  # the catalogue's control of every U2 claim
+    others = {name: found.pop(name) for name in U2_OTHER_LAYER}
     assert set(found) == {c for c in CATALOGUE if c.startswith("U2.")}
     assert all(_verdict(claim, m) is True for claim, m in found.items())
+    assert all(_control(name, m) is True for name, m in others.items())
     falls = [100 * late_fall(curve) for _, curve in tables["curves"].groupby("seed")]
     assert control.value == pytest.approx(np.mean(falls)) and control.interval.n == 5
     first = tables["layers"].query("layer == 0")
@@ -387,12 +403,55 @@ def test_u2_claims_on_both_sides_of_their_thresholds():
     assert f"L1 {first.max_inflow.mean():.3f}, L2 0.950" in inflow.note
     assert "slope -1 per 1000 steps" in found["U2.mse"].note
 
-    found = u2.claims(_u2_layers(0.5, 0.3, 3.0, 0.1), settings)
-    found.pop("U2.late_loss_fall")
+    found = u2.claims(_u2_layers(0.5, 0.3, 3.0, 0.1, hub_first=False), settings)
+    for name in ("U2.late_loss_fall", *U2_OTHER_LAYER):
+        found.pop(name)
     assert all(_verdict(claim, m) is False for claim, m in found.items())
     one_seed = u2.claims(_u2_layers(0.1397, 0.888, 1.0, 0.9, seeds=1), settings)
-    one_seed.pop("U2.late_loss_fall")
+    for name in ("U2.late_loss_fall", *U2_OTHER_LAYER):
+        one_seed.pop(name)
     assert all(_verdict(claim, m) is None for claim, m in one_seed.items())
+
+
+U2_OTHER_LAYER = ("U2.other_srank", "U2.other_value_ratio")
+
+
+def _control(measure: str, found) -> bool | None:
+    """The judgement of a measured control against the catalogue's precondition on it."""
+    (check,) = {
+        str(p["check"]): p["check"]
+        for claim in CATALOGUE.values()
+        for p in claim.get("preconditions", [])
+        if p["measure"] == measure
+    }.values()
+    return judge(check, found.interval.low, found.interval.high)
+
+
+def test_u2_hub_checks_wait_for_a_hub_that_differs_from_the_other_layer():
+    """The other layer passes both hub checks too (stable rank 1.02, value-norm ratio 1.26):
+    the hub's rank-1 update and ordinary value tell it from nothing, so its claims are
+    inconclusive whatever their values."""
+    settings = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 32, "bias": True}}
+    found = u2.claims(_u2_layers(0.1397, 0.888, 1.0, 0.9, other=(1.02, 1.26)), settings)
+    assert _verdict("U2.hub_srank", found["U2.hub_srank"]) is True
+    assert _control("U2.other_srank", found["U2.other_srank"]) is False
+    assert _control("U2.other_value_ratio", found["U2.other_value_ratio"]) is False
+    measured = {name: m.record() for name, m in found.items()}
+    for claim in ("U2.hub_srank", "U2.hub_value_ratio"):
+        judged, reason = verdict(CATALOGUE[claim], measured)
+        assert judged != REPLICATED and "U2.other_" in reason, claim
+
+
+def test_u2_hub_then_identity_reads_the_second_layer_over_the_first():
+    settings = {**CLAIM_SETTINGS, "recipe": {"width": 64, "length": 32, "bias": True}}
+    found = u2.claims(_u2_layers(0.1397, 0.888, 1.0, 0.9), settings)["U2.hub_then_identity"]
+    assert found.value == pytest.approx(0.02, rel=0.1)  # 0.01 / 0.5
+    assert found.note.startswith("layer 2's attention update over layer 1's")
+    assert "seed 0: hub L1, update / input L1 0.5, L2 0.0" in found.note
+    reversed_order = u2.claims(_u2_layers(0.1397, 0.888, 1.0, 0.9, hub_first=False), settings)
+    found = reversed_order["U2.hub_then_identity"]
+    assert found.value == pytest.approx(50, rel=0.1) and "seed 0: hub L2" in found.note
+    assert _verdict("U2.hub_then_identity", found) is False
 
 
 def _switch_runs(bos, ratio, off_on, index, n):

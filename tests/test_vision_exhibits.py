@@ -18,7 +18,7 @@ from sinkscope import scorecard, stats
 from sinkscope.exhibits import Measured, s8, u8, u9
 from sinkscope.exhibits.plan import Plan
 from sinkscope.exhibits.registry import EXHIBITS
-from sinkscope.scorecard import INCONCLUSIVE, NOT_REPLICATED, judge, load_claims
+from sinkscope.scorecard import NOT_REPLICATED, NOT_TESTABLE, judge, load_claims
 from sinkscope.vision import images, params, probes, stage
 from sinkscope.vision import tables as vision_tables
 
@@ -216,7 +216,7 @@ def test_u8_one_seed_gives_no_interval(tmp_path):
     assert "+-" not in claims["U8.registers_improve_segmentation"].note.split("seed(s) ")[1]
 
 
-def test_u8_probes_at_chance_make_every_claim_inconclusive(tmp_path):
+def test_u8_probes_at_chance_make_every_claim_not_testable(tmp_path):
     inputs, settings = _u8_inputs(tmp_path, AT_CHANCE_U8)
     tables = _round_trip(tmp_path, "U8", u8.tables(inputs, settings))
     claims = u8.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
@@ -233,7 +233,7 @@ def test_u8_probes_at_chance_make_every_claim_inconclusive(tmp_path):
     for claim in CHECKS:
         if claim.startswith("U8."):
             found, reason = judged(claim, claims | sinks)
-            assert found == INCONCLUSIVE, claim
+            assert found == NOT_TESTABLE, claim
             assert re.search(r"above_chance\w* >= 0.1\) lacks it", reason), claim
 
 
@@ -477,7 +477,7 @@ def test_u9_without_nop_events_has_an_exact_upper_bound(tmp_path):
     ratio = claims["U9.gate_removes_nop"]
     assert np.isnan(ratio.value) and "undefined (no baseline NOP event)" in ratio.note
     found, reason = judged("U9.gate_removes_nop", claims)
-    assert found == INCONCLUSIVE and "(U9.baseline_nop_per_image > 0) undecided" in reason
+    assert found == NOT_TESTABLE and "(U9.baseline_nop_per_image > 0) undecided" in reason
     # no variant with a NOP event: no NOP panel, the line below names it; the others draw bars
     table = tables["table"].copy()
     table.loc[table.sink_class == "NOP", ["mean", "std"]] = 0.0
@@ -489,7 +489,7 @@ def test_u9_without_nop_events_has_an_exact_upper_bound(tmp_path):
     assert broadcast.get_legend() is not None
 
 
-def test_u9_below_the_literatures_scale_is_inconclusive(tmp_path):
+def test_u9_below_the_literatures_scale_is_not_testable(tmp_path):
     """The default's tiny ViT trained 300 steps: no NOP events is not a failure of the claims
     but a model below the scale of the phenomenon."""
     tables = _u9_tables(tmp_path, (0, 1, 2), paper_like=True, scale=TINY, nop=False)
@@ -501,7 +501,7 @@ def test_u9_below_the_literatures_scale_is_inconclusive(tmp_path):
     for claim in CHECKS:
         if claim.startswith("U9."):
             found, reason = judged(claim, claims)
-            assert found == INCONCLUSIVE, claim
+            assert found == NOT_TESTABLE, claim
             assert "(U9.baseline_parameters >= 300) lacks it: measured 0.2074" in reason, claim
             assert "(U9.baseline_images_seen >= 42.7) lacks it" in reason, claim
 
@@ -760,7 +760,7 @@ def test_s8_without_outliers_measures_no_ratio(tmp_path):
     assert "0 of 8 images have outlier patches" in claims["S8.outliers_low_information"].note
 
 
-def test_s8_below_the_literatures_scale_is_inconclusive(tmp_path):
+def test_s8_below_the_literatures_scale_is_not_testable(tmp_path):
     """Models smaller than ViT-L: whatever their norms show, the S8 claims wait for the scale at
     which Darcet et al. see the outliers."""
     tables = _s8_tables(tmp_path, parameters=TINY[0])
@@ -769,7 +769,7 @@ def test_s8_below_the_literatures_scale_is_inconclusive(tmp_path):
         assert verdict(claims, "S8.parameters", "exact") is False
         for claim in S8_CLAIMS:
             found, reason = judged(claim, claims)
-            assert found == INCONCLUSIVE, claim
+            assert found == NOT_TESTABLE, claim
             assert "(S8.parameters >= 300) lacks it: measured 0.2074" in reason, claim
 
 

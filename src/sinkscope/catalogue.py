@@ -1,12 +1,14 @@
 """The claim catalogue shipped with the package (sinkscope/claims.yaml): loading, lookup, the
-format every entry keeps, the table of every threshold with its source or reason, and each
-exhibit's table of claims.
+format every entry keeps, the table of every threshold with its source or reason, each exhibit's
+table of claims, and the threshold ledger (every change of a check after its claim was first
+judged, with the verdicts before and after).
 
 Light on purpose (yaml only): the exhibit registry reads paper values from it to build the DAG.
 """
 
 from __future__ import annotations
 
+import re
 from importlib.resources import files
 from typing import Any
 
@@ -18,6 +20,28 @@ import yaml
 # the run could fail to show as well, counted apart from the replications of the paper
 KINDS = ("replication", "check", "extension")
 THRESHOLD_KEYS = ("source", "chosen")  # where a threshold comes from: the paper, or a reason
+# the texts a `source` may cite: the three papers and the works they build on
+SOURCES = (
+    "Unifying View",
+    "StreamingLLM",
+    "Sink vs diagonal",
+    "attention-sink overview",
+    "Darcet et al.",
+    "Gu et al.",
+)
+ONE_SIDED = ("less_than", "greater_than", "at_most", "at_least")
+# a claim whose `paper` value starts with a number gives a value: its check is a band around it
+# unless the check says under `direction` where the source states only a direction
+GIVES_A_VALUE = re.compile(r"^[~<>]?\s*[0-9.]")
+# the tiers above the default that `testable_at` may name (config/extended.yaml, config/paper.yaml)
+TIERS = ("extended", "paper")
+LEDGER_KEYS = ("date", "before", "after", "verdict_before", "reason")
+# the scorecard's verdicts (sinkscope.scorecard judges; the ledger records them)
+REPLICATED, NOT_REPLICATED = "replicated", "not replicated"
+INCONCLUSIVE, NOT_RUN = "inconclusive at this scale", "not run"
+NOT_TESTABLE = "not testable at this scale"
+VERDICTS = (REPLICATED, NOT_REPLICATED, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN)
+DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def load_claims() -> list[dict[str, Any]]:
@@ -37,16 +61,83 @@ def _threshold_errors(check: Any, where: str) -> list[str]:
     if not isinstance(check, dict):
         return [f"{where}: `check` is missing"]
     given = [key for key in THRESHOLD_KEYS if str(check.get(key) or "").strip()]
-    if len(given) == 1:
+    if len(given) != 1:
+        found = "both" if given else "neither"
+        return [f"{where}: `check` needs exactly one of `source` or `chosen`; it has {found}"]
+    if given == ["source"] and not str(check["source"]).startswith(SOURCES):
+        return [
+            f"{where}: a `source` names the text it comes from first ({', '.join(SOURCES)}); "
+            f"a number with only a reason is `chosen`"
+        ]
+    return []
+
+
+def _side_errors(claim: dict[str, Any], name: str) -> list[str]:
+    """A replication or extension whose paper gives a value is judged by a band around it; a
+    one-sided check there needs `direction`, where the source states only a direction."""
+    check = claim.get("check")
+    if claim.get("kind") == "check" or not isinstance(check, dict):
         return []
-    found = "both" if given else "neither"
-    return [f"{where}: `check` needs exactly one of `source` or `chosen`; it has {found}"]
+    gives_value = GIVES_A_VALUE.match(str(claim.get("paper", "")))
+    if gives_value and check.get("kind") in ONE_SIDED and not str(check.get("direction") or ""):
+        return [
+            f"{name}: the paper gives a value ({claim['paper']}), so the check is a band around "
+            f"it; a one-sided check needs `direction` (where the source states only a direction)"
+        ]
+    return []
+
+
+def _testable_errors(claim: dict[str, Any], name: str) -> list[str]:
+    """A replication, an extension and a claim with controls name, under `testable_at`, the tier
+    whose run would show what this one cannot: `<tier>: <what it runs>`, the tier one of TIERS."""
+    if claim.get("kind") == "check" and not claim.get("preconditions"):
+        return []
+    tier = str(claim.get("testable_at") or "").partition(":")
+    if tier[0] in TIERS and tier[2].strip():
+        return []
+    return [
+        f"{name}: `testable_at` must name the tier that would test the claim "
+        f"('{' or '.join(TIERS)}: <what it runs there>'), not {claim.get('testable_at')!r}"
+    ]
+
+
+def _ledger_errors(claim: dict[str, Any], name: str) -> list[str]:
+    """A ledger lists its changes by date, each with the keys of LEDGER_KEYS; its last change
+    leads to the claim's check as it is now, and only that one may wait for its verdict after."""
+    ledger = claim.get("ledger") or []
+    errors = []
+    for number, change in enumerate(ledger):
+        where = f"{name}, ledger change {number + 1}"
+        missing = [key for key in LEDGER_KEYS if not str(change.get(key) or "").strip()]
+        if missing:
+            errors.append(f"{where}: {', '.join(f'`{key}`' for key in missing)} missing")
+        elif not DATE.match(str(change["date"])):
+            errors.append(f"{where}: `date` must read YYYY-MM-DD, not {change['date']!r}")
+        if not str(change.get("verdict_after") or "").strip() and number < len(ledger) - 1:
+            errors.append(f"{where}: only the last change may wait for its `verdict_after`")
+        for key in ("verdict_before", "verdict_after"):
+            if change.get(key) and change[key] not in VERDICTS:
+                errors.append(f"{where}: `{key}` must be one of {', '.join(VERDICTS)}")
+    if errors or not ledger:
+        return errors
+    dates = [str(change["date"]) for change in ledger]
+    if dates != sorted(dates):
+        errors.append(f"{name}: the ledger's changes must be in the order of their dates")
+    if isinstance(claim.get("check"), dict) and ledger[-1]["after"] != describe_check(
+        claim["check"]
+    ):
+        errors.append(
+            f"{name}: the check is {describe_check(claim['check'])!r} but the ledger's last "
+            f"change leads to {ledger[-1]['after']!r}: record the change in `ledger`"
+        )
+    return errors
 
 
 def entry_errors(claim: dict[str, Any]) -> list[str]:
     """What a catalogue entry lacks of the format: a `kind` of KINDS, a non-empty `why` and
-    `stated`, and exactly one of `source` / `chosen` in its check and in every precondition's
-    check."""
+    `stated`, exactly one of `source` / `chosen` in its check and in every precondition's check
+    (a source naming its text), a band where the paper gives a value (or a `direction`), the
+    tier that would test a controlled claim, and a ledger that ends at the check as it is."""
     name = claim.get("id", "an entry without `id`")
     errors = []
     if claim.get("kind") not in KINDS:
@@ -61,7 +152,9 @@ def entry_errors(claim: dict[str, Any]) -> list[str]:
     for control in claim.get("preconditions") or []:
         where = f"{name}, precondition on {control.get('measure')!r}"
         errors += _threshold_errors(control.get("check"), where)
-    return errors
+    errors += _side_errors(claim, name)
+    errors += _testable_errors(claim, name)
+    return errors + _ledger_errors(claim, name)
 
 
 def validate(claims: list[dict[str, Any]]) -> None:
@@ -77,6 +170,11 @@ def threshold_source(check: dict[str, Any]) -> str:
     return check["source"] if check.get("source") else f"chosen: {check['chosen']}"
 
 
+def is_chosen(check: dict[str, Any]) -> bool:
+    """Whether a check's threshold is chosen (a stated reason) rather than taken from a source."""
+    return not check.get("source")
+
+
 def describe_check(check: dict[str, Any]) -> str:
     """A check in words, e.g. `>= 0.3` or `within 50 % of 0.0187`."""
     kind = check["kind"]
@@ -89,6 +187,8 @@ def describe_check(check: dict[str, Any]) -> str:
         return f"within {100 * check['rtol']:g} % of {check['value']:g}"
     if kind == "abs_close":
         return f"{check['value']:g} +- {check['atol']:g}"
+    if kind == "between":
+        return f"{check['low']:g} to {check['high']:g}"
     return f"{check['value']:g} to {check['decimals']} decimals"
 
 
@@ -127,3 +227,45 @@ def threshold_table(claims: list[dict[str, Any]]) -> str:
                 markdown_row(claim["id"], claim["kind"], control, judged, threshold_source(check))
             )
     return "\n".join(lines) + "\n"
+
+
+LEDGER_HEADER = (
+    "| claim | kind | date | check before | check after | controls before | controls after "
+    "| statistic redefined | verdict before | verdict after | reason |"
+)
+AWAITING = "the next run's"  # the verdict after a change that no run has judged yet
+
+
+def ledger_table(claims: list[dict[str, Any]]) -> str:
+    """The threshold ledger as a Markdown table: per change of a claim's check, controls or
+    statistic after the claim was first judged, its date, the check and controls before and
+    after (controls left blank: unchanged), whether the statistic was redefined, the verdicts
+    before and after and the reason."""
+    validate(claims)
+    lines = [LEDGER_HEADER, "|" + "---|" * LEDGER_HEADER.count(" | ") + "---|"]
+    for claim in claims:
+        for change in claim.get("ledger") or []:
+            cells = (
+                claim["kind"],
+                str(change["date"]),
+                change["before"],
+                change["after"],
+                change.get("controls_before", ""),
+                change.get("controls_after", ""),
+                "yes" if change.get("statistic_redefined") else "",
+                change["verdict_before"],
+                change.get("verdict_after") or AWAITING,
+                change["reason"],
+            )
+            lines.append(markdown_row(claim["id"], *cells))
+    return "\n".join(lines) + "\n"
+
+
+def ledger_summary(claim: dict[str, Any]) -> str:
+    """A claim's ledger in one line for the scorecard: per change its date, the check before and
+    after and the verdicts; empty for a claim judged by the check it was first judged by."""
+    return "; ".join(
+        f"{change['date']}: {change['before']} -> {change['after']} ({change['verdict_before']}"
+        f" -> {change.get('verdict_after') or AWAITING})"
+        for change in claim.get("ledger") or []
+    )

@@ -162,14 +162,16 @@ def per_input_heads(heads: pd.DataFrame, columns: list[str], first_layer: int = 
 
 
 def per_input_first_share(heads: pd.DataFrame) -> pd.DataFrame:
-    """S2: per (sample, layer), the first token's attention share (alpha) averaged over heads."""
+    """D1: per (sample, layer), the first token's attention share (alpha) averaged over heads."""
     return heads.groupby(["sample", "layer"]).first_mass.mean().rename("first_share").reset_index()
 
 
 def per_input_cosine(layers: pd.DataFrame, heads: pd.DataFrame) -> pd.DataFrame:
-    """D1: per (sample, layer), the share of tokens with cos(h_first, h_t) <= 0 and the first
-    token's attention share averaged over the heads (`per_input_first_share`)."""
-    table = layers[["sample", "layer", "first_cos_nonpositive"]]
+    """D1: per (sample, layer), the share of tokens with cos(h_first, h_t) <= 0, whether the
+    tokens are of full rank and in a strict half-space, and the first token's attention share
+    averaged over the heads (`per_input_first_share`)."""
+    table = layers[["sample", "layer", "first_cos_nonpositive", "rank_share", "half_space"]]
+    table = table.assign(full_rank=table.rank_share >= 1).drop(columns="rank_share")
     table = table.rename(columns={"first_cos_nonpositive": "nonpositive_share"})
     table = table.merge(per_input_first_share(heads), on=["sample", "layer"], how="left")
     return table.sort_values(["sample", "layer"], ignore_index=True)
@@ -192,13 +194,37 @@ def grid(table: pd.DataFrame, keys: list[str], values: str | list[str]) -> np.nd
     return table[values].to_numpy().reshape(*shape, *tail)
 
 
+def read_units(paths: list[str], models: list[str]) -> dict[str, pd.DataFrame]:
+    """{model: its inputs' `sample` and `unit` columns} from the inputs table of each model
+    (`sinkscope.data.inputs.model_inputs`), in the order of `models`."""
+    return {
+        m: pd.read_parquet(path, columns=["sample", "unit"])
+        for m, path in zip(models, paths, strict=True)
+    }
+
+
+def with_units(per_input: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
+    """A per-input table with the independent `unit` each of its samples was drawn from."""
+    return per_input.merge(units, on="sample", how="left", validate="many_to_one")
+
+
+def input_units(per_input: pd.DataFrame) -> np.ndarray:
+    """The unit of each input of a per-input table, in the order of its sorted samples (the
+    first axis of `grid`): the clusters its claims are bootstrapped over."""
+    return per_input.groupby("sample").unit.first().sort_index().to_numpy()
+
+
 def over_inputs(
-    statistic: Callable[..., float | bool], *arrays: np.ndarray, unit: str
+    statistic: Callable[..., float | bool],
+    *arrays: np.ndarray,
+    unit: str,
+    clusters: np.ndarray | None = None,
 ) -> tuple[float | bool, Interval]:
     """`statistic(*arrays)` and its percentile bootstrap interval over the inputs, the first axis
     of every array (resampled together, `sinkscope.stats.bootstrap`: undecided when the value is
-    undefined)."""
-    return statistic(*arrays), bootstrap(statistic, *arrays, unit=unit)
+    undefined), or over the independent units they were drawn from (`clusters`, one per input,
+    named by `unit`)."""
+    return statistic(*arrays), bootstrap(statistic, *arrays, unit=unit, clusters=clusters)
 
 
 def over_inputs_per_model(
@@ -209,11 +235,12 @@ def over_inputs_per_model(
 ) -> pd.DataFrame:
     """Figures of claims bootstrapped over inputs (S2, U4-U6): per model of a stacked per-input
     table, a claim's `statistic` of its counts (`counts_of` the model's rows) with its bootstrap
-    interval over the inputs (`over_inputs`, as the claim computes it): label (the model, and
-    `name` where given), value, low, high."""
+    interval over the inputs (`over_inputs`, as the claim computes it: over the independent units
+    of a table that names them) : label (the model, and `name` where given), value, low, high."""
     rows = []
     for model, part in per_input.groupby("model", sort=False):
-        value, interval = over_inputs(statistic, counts_of(part), unit="inputs")
+        clusters = input_units(part) if "unit" in part else None
+        value, interval = over_inputs(statistic, counts_of(part), unit="inputs", clusters=clusters)
         label = f"{model}\n{name}" if name else model
         rows.append({"label": label, "value": value, "low": interval.low, "high": interval.high})
     return pd.DataFrame(rows, columns=["label", "value", "low", "high"])

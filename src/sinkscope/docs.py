@@ -1,9 +1,11 @@
 """The generated parts of the repository's documents, each from the one source of its facts: the
-README's exhibit table from the exhibit registry and its count of the architectures read
-exactly from the attention adapters; in docs/exhibit-reference.md the table of every
-threshold from the claim catalogue and each exhibit's section from its module's `REFERENCE`, its
-registry title and its catalogue rows; each exhibit's report caption, workflow/report/<ID>.rst,
-from its module's `CAPTION` (a Jinja template Snakemake renders with the run's config).
+README's exhibit table from the exhibit registry, its table of verdicts from the scorecard's
+and its count of the architectures read exactly from the attention adapters; in
+docs/exhibit-reference.md the table of every threshold and the threshold ledger from the claim
+catalogue, and each exhibit's section from its module's `REFERENCE`, its registry title and its
+catalogue rows; docs/your-model.md's table of adapters; each exhibit's report caption,
+workflow/report/<ID>.rst, from its module's `CAPTION` (a Jinja template Snakemake renders with
+the run's config).
 
     python -m sinkscope.docs          # rewrite the stale parts of the checkout in place
     python -m sinkscope.docs --check  # name the stale files, exit 1 (what the tests run)
@@ -19,9 +21,18 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .catalogue import THRESHOLD_HEADER, claim_table, load_claims, markdown_row, threshold_table
+from .catalogue import (
+    LEDGER_HEADER,
+    THRESHOLD_HEADER,
+    claim_table,
+    ledger_table,
+    load_claims,
+    markdown_row,
+    threshold_table,
+)
 from .exhibits import PAPERS, module
 from .exhibits.registry import EXHIBITS
+from .scorecard import VERDICT_HEADER, verdict_table
 
 EXHIBIT_HEADER = "| ID | exhibit | module | rules | outputs |"
 SECTIONS_BEGIN = (
@@ -119,11 +130,13 @@ Part = tuple[str, str | None, Callable[[], str]]
 GENERATED: dict[str, list[Part]] = {
     "README.md": [
         (EXHIBIT_HEADER, None, exhibit_table),
+        (VERDICT_HEADER, None, verdict_table),
         (ARCHITECTURES_BEGIN, ARCHITECTURES_END, architectures_line),
     ],
     "docs/your-model.md": [(ADAPTER_HEADER, None, adapter_table)],
     "docs/exhibit-reference.md": [
         (THRESHOLD_HEADER, None, lambda: threshold_table(load_claims())),
+        (LEDGER_HEADER, None, lambda: ledger_table(load_claims())),
         (SECTIONS_BEGIN, SECTIONS_END, exhibit_sections),
     ],
 }

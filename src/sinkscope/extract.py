@@ -57,6 +57,13 @@ class Extractor:
 
     def _layer_stats(self, index: int, hidden: torch.Tensor) -> pd.DataFrame:
         norms = hidden.double().norm(dim=-1)
+        rank = metrics.rank_share(hidden).cpu().numpy()
+        # T <= d tokens of full rank are linearly independent, so in a strict half-space
+        independent = (rank >= 1) & (hidden.shape[-2] <= hidden.shape[-1])
+        half_space = [
+            bool(known) or metrics.in_strict_half_space(tokens.double().cpu().numpy())
+            for known, tokens in zip(independent, hidden, strict=True)
+        ]
         first = torch.zeros(hidden.shape[0], dtype=torch.long, device=hidden.device)
         cos = metrics.cosine_to(hidden, first)[:, 1:].cpu().numpy()
         self.cos_counts[index] += np.histogram(cos.clip(-1, 1), COS_BINS)[0]
@@ -68,6 +75,7 @@ class Extractor:
             "median_norm": norms.median(-1).values.cpu().numpy(),
             "max_norm": norms.max(-1).values.cpu().numpy(),
             "max_norm_position": norms.argmax(-1).cpu().numpy(),
+            "rank_share": rank, "half_space": half_space,
         })  # fmt: skip
 
     def _attention_hook(self, module, probs, values, visible, mixed):

@@ -246,6 +246,34 @@ def cosine_to(hidden: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
     return (unit * anchor).sum(-1)
 
 
+def rank_share(hidden: torch.Tensor) -> torch.Tensor:
+    """The rank of each (T, d) token matrix over its largest possible rank min(T, d): 1 when the
+    tokens are of full rank; hidden (..., T, d), computed in float64."""
+    import torch
+
+    return torch.linalg.matrix_rank(hidden.to(torch.float64)) / min(hidden.shape[-2:])
+
+
+def in_strict_half_space(points: ArrayLike) -> bool:
+    """Whether the points (T, d) lie in an open half-space through the origin (some w with
+    <w, x_t> > 0 for every t). Two candidates for w are tried first: their mean, and the
+    least-squares w of <w, x_t> = 1 (a witness whenever the points are linearly independent, as
+    T <= d tokens of full rank are); otherwise, by Gordan's alternative, they do exactly when
+    no convex combination of them is the origin, which a linear program decides (scipy's
+    HiGHS)."""
+    from scipy.optimize import linprog
+
+    points = np.asarray(points, dtype=float)
+    n = len(points)
+    for witness in (points.mean(0), np.linalg.lstsq(points, np.ones(n), rcond=None)[0]):
+        if (points @ witness > 0).all():
+            return True
+    constraints = np.vstack([points.T, np.ones((1, n))])  # sum_t l_t x_t = 0, sum_t l_t = 1
+    target = np.append(np.zeros(points.shape[1]), 1.0)
+    found = linprog(np.zeros(n), A_eq=constraints, b_eq=target, bounds=(0, None), method="highs")
+    return found.status == 2  # infeasible: the origin is outside their convex hull
+
+
 def token_similarity(hidden: torch.Tensor) -> torch.Tensor:
     """Mean pairwise cosine similarity of distinct tokens; hidden (..., T, d), float32 or wider."""
     import torch

@@ -1,19 +1,24 @@
 """The replication scorecard: each claim of the catalogue, paper value, measured value, verdict.
 
 Every measured value comes with its 95 % interval (`sinkscope.stats`). Verdicts: `replicated`
-(the whole interval satisfies the claim's check), `not replicated` (none of it does),
-`inconclusive at this scale` (the interval straddles the check, or a control the claim is about
-does not clearly show the phenomenon: one of the claim's `preconditions` in the catalogue fails,
-straddles or was not measured; the note gives the measured values) and `not run` (no
+(the whole interval satisfies the claim's check: inside the band where the paper gives a value),
+`not replicated` (none of it does), `inconclusive at this scale` (the phenomenon is present but
+the interval straddles the check, or a control straddles its own), `not testable at this scale`
+(a control the claim is about cannot show its phenomenon at this tier: one of the claim's
+`preconditions` fails or has no value, or the claim has no value; the measured value is still
+given, and the tier that would test it, the catalogue's `testable_at`) and `not run` (no
 measurement at this scale; the note gives the reason). Each claim is of a kind
 (`sinkscope.catalogue`): a `replication`, which the run could fail to show, an `extension` (a
 paper's claim measured beyond its setting, e.g. its ViT diagnostics on an LLM), or a `check`,
 whose outcome follows from the pipeline's own construction; the counts of replications lead, and
-the extensions and checks are counted, listed and drawn apart.
+the extensions and checks are counted, listed and drawn apart. A replication judged against a
+chosen threshold (a stated reason, no source) is marked and counted apart, and so is a claim
+whose check changed after it was first judged (the catalogue's ledger).
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +26,16 @@ import numpy as np
 import pandas as pd
 
 from .catalogue import (
+    INCONCLUSIVE,
     KINDS,
+    NOT_REPLICATED,
+    NOT_RUN,
+    NOT_TESTABLE,
+    REPLICATED,
+    VERDICTS,
     describe_check,
+    is_chosen,
+    ledger_summary,
     load_claims,
     threshold_source,
     threshold_table,
@@ -33,13 +46,33 @@ from .exhibits import PAPERS, Measured
 from .provenance import write_json
 from .stats import Interval
 
-REPLICATED, NOT_REPLICATED = "replicated", "not replicated"
-INCONCLUSIVE, NOT_RUN = "inconclusive at this scale", "not run"
-VERDICTS = (REPLICATED, NOT_REPLICATED, INCONCLUSIVE, NOT_RUN)
+VERDICT_MEANINGS = {  # what each verdict says, in the scorecard and the README
+    REPLICATED: "the whole 95 % interval passes the check (inside the band where the paper "
+    "gives a value), the controls met",
+    NOT_REPLICATED: "the whole interval fails the check, the controls met",
+    INCONCLUSIVE: "the phenomenon is present but the interval straddles the check, or a "
+    "control's interval straddles its own: more samples could decide it",
+    NOT_TESTABLE: "a control cannot show its phenomenon at this tier (it fails, has no value "
+    "or was not measured), or the claim has no value; the measured value is still shown, with "
+    "the tier that would test it",
+    NOT_RUN: "nothing measured at this scale; the note says why",
+}
+VERDICT_HEADER = "| verdict | what it says |"
+
+
+def verdict_table() -> str:
+    """The verdicts and what each says, as a Markdown table (the README's, the scorecard's)."""
+    rows = [VERDICT_HEADER, "|---|---|"]
+    rows += [f"| {verdict} | {meaning} |" for verdict, meaning in VERDICT_MEANINGS.items()]
+    return "\n".join(rows) + "\n"
+
+
 COLUMNS = [
-    "exhibit", "claim_id", "kind", "why", "claim", "paper", "check", "threshold_source", "value",
-    "low", "high", "n", "basis", "model", "scale", "verdict", "note",
+    "exhibit", "claim_id", "kind", "why", "claim", "paper", "check", "threshold_source",
+    "threshold", "value", "low", "high", "n", "basis", "model", "scale", "verdict",
+    "testable_at", "ledger", "note",
 ]  # fmt: skip
+SOURCED, CHOSEN = "sourced", "chosen"  # the `threshold` column: from a source, or a reason
 
 
 def accepted(check: dict[str, Any]) -> tuple[float, float]:
@@ -47,6 +80,8 @@ def accepted(check: dict[str, Any]) -> tuple[float, float]:
     kind = check["kind"]
     if kind == "holds":
         return 1.0, 1.0
+    if kind == "between":
+        return check["low"], check["high"]
     value = check["value"]
     if kind in ("less_than", "at_most"):
         return -np.inf, value
@@ -90,21 +125,25 @@ def write_claims(
     write_json({"exhibit": exhibit, "scale": scale, "claims": records}, path, prov)
 
 
-def failed_controls(claim: dict[str, Any], measured: dict[str, dict[str, Any]]) -> list[str]:
-    """The claim's preconditions that its run does not clearly meet, each with the measured
-    value and interval."""
-    failed = []
+def failed_controls(
+    claim: dict[str, Any], measured: dict[str, dict[str, Any]]
+) -> tuple[list[str], list[str]]:
+    """The claim's preconditions that its run does not meet: those that lack the phenomenon
+    (the interval clear of the control's check, or no value, or not measured) and those left
+    undecided (the interval straddles it), each with the measured value and interval."""
+    lacking, undecided = [], []
     for control in claim.get("preconditions", []):
         found = measured.get(control["measure"])
         what = f"{control['control']} ({control['measure']} {describe_check(control['check'])})"
         if found is None:
-            failed.append(f"{what}: not measured")
+            lacking.append(f"{what}: not measured")
         elif not np.isfinite(float(found["value"])):
-            failed.append(f"{what}: no value at this scale")
-        elif (met := judge(control["check"], found["low"], found["high"])) is not True:
-            shown = "lacks it" if met is False else "undecided"
-            failed.append(f"{what} {shown}: measured {_measured(found)}")
-    return failed
+            lacking.append(f"{what}: no value at this scale")
+        elif (met := judge(control["check"], found["low"], found["high"])) is False:
+            lacking.append(f"{what} lacks it: measured {_measured(found)}")
+        elif met is None:
+            undecided.append(f"{what} undecided: measured {_measured(found)}")
+    return lacking, undecided
 
 
 def _format(value: Any) -> str:
@@ -122,14 +161,23 @@ def _interval(found: dict[str, Any]) -> str:
     return Interval(found["low"], found["high"], found["n"], found["basis"]).describe()
 
 
+def _testable_at(claim: dict[str, Any]) -> str:
+    return claim.get("testable_at") or "a tier the catalogue does not name"
+
+
 def verdict(claim: dict[str, Any], measured: dict[str, dict[str, Any]]) -> tuple[str, str]:
     """A measured claim's verdict and the reason the scorecard gives before the exhibit's note:
-    inconclusive when a control fails or the interval straddles the check."""
+    not testable when a control lacks its phenomenon or the claim has no value (naming the tier
+    that would test it), inconclusive when a control or the claim's interval straddles."""
     found = measured[claim["id"]]
-    if failed := failed_controls(claim, measured):
-        return INCONCLUSIVE, "control: " + "; ".join(failed) + "."
-    if not np.isfinite(float(found["value"])):
-        return INCONCLUSIVE, "no value at this scale."
+    lacking, undecided = failed_controls(claim, measured)
+    if lacking or not np.isfinite(float(found["value"])):
+        failed = lacking + undecided
+        controls = "control: " + "; ".join(failed) + "; " if failed else ""
+        no_value = "" if np.isfinite(float(found["value"])) else "no value at this scale; "
+        return NOT_TESTABLE, f"{controls}{no_value}testable at {_testable_at(claim)}."
+    if undecided:
+        return INCONCLUSIVE, "control: " + "; ".join(undecided) + "."
     decided = judge(claim["check"], found["low"], found["high"])
     if decided is None:
         if claim["check"]["kind"] == "holds":
@@ -144,7 +192,8 @@ def build_scorecard(
 ) -> pd.DataFrame:
     """One row per catalogued claim, with its kind and the source of its threshold. A claim with
     no measurement is `not run`, with the reason `not_run` gives for its exhibit; one whose
-    control fails or whose interval straddles its check is inconclusive."""
+    control lacks its phenomenon is not testable at this scale, one whose interval straddles
+    its check inconclusive."""
     measured: dict[str, dict[str, Any]] = {}
     for path in claim_files:
         measured.update(read_json(path, "claims file")["claims"])
@@ -167,6 +216,9 @@ def build_scorecard(
             "paper": claim["paper"],
             "check": describe_check(claim["check"]),
             "threshold_source": threshold_source(claim["check"]),
+            "threshold": CHOSEN if is_chosen(claim["check"]) else SOURCED,
+            "ledger": ledger_summary(claim),
+            "testable_at": "",
             "scale": scale,
         }
         if (found := measured.get(claim["id"])) is None:
@@ -177,16 +229,26 @@ def build_scorecard(
             row |= {key: found[key] for key in ("low", "high", "n", "basis", "model")}
             row["value"] = float(found["value"])  # a pattern that holds: 1, yes; 0, no
             row |= {"verdict": judged, "note": " ".join(filter(None, [reason, found["note"]]))}
+            if judged == NOT_TESTABLE:
+                row["testable_at"] = _testable_at(claim)
         rows.append(row)
     card = pd.DataFrame(rows, columns=COLUMNS)
     card["n"] = card.n.astype("Int64")
     return card
 
 
-def _counts(card: pd.DataFrame) -> str:
-    """`a replicated, b not replicated, c inconclusive at this scale, d not run`."""
+def _counts(card: pd.DataFrame, mark_chosen: bool = True) -> str:
+    """`a replicated, k replicated against a chosen threshold, b not replicated, c inconclusive at
+    this scale, d not testable at this scale, e not run`: with `mark_chosen` (replications and
+    extensions), a replicated verdict counts only against a sourced threshold and those against
+    a chosen one are counted apart; a check's threshold is no finding's, so its are not."""
     counts = card.verdict.value_counts()
-    return ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
+    parts = [f"{counts.get(v, 0)} {v}" for v in VERDICTS]
+    if mark_chosen:
+        chosen = int(((card.verdict == REPLICATED) & (card.threshold == CHOSEN)).sum())
+        parts[0] = f"{counts.get(REPLICATED, 0) - chosen} {REPLICATED}"
+        parts.insert(1, f"{chosen} {REPLICATED} against a chosen threshold")
+    return ", ".join(parts)
 
 
 def _tally(card: pd.DataFrame, kind: str) -> str:
@@ -199,8 +261,9 @@ EXTENSIONS_SAY = "the papers' claims measured beyond their setting (the Unifying
 EXTENSIONS_SAY += "diagnostics on an LLM), counted apart"
 MARKDOWN = [
     "exhibit", "claim_id", "claim", "paper", "check", "threshold_source", "measured", "model",
-    "verdict", "note",
+    "verdict", "threshold", "testable_at", "ledger", "note",
 ]  # fmt: skip
+CHOSEN_MARK, LEDGER_MARK = "*", "†"  # the forest plot's marks of a chosen threshold, a ledger
 MARKDOWN_CHECKS = [*MARKDOWN[:6], "why", *MARKDOWN[6:]]
 
 
@@ -214,6 +277,21 @@ def _table(part: pd.DataFrame, columns: list[str]) -> str:
         cells["measured"] = "" if pd.isna(row.value) else _measured(cells)
         lines.append("| " + " | ".join(str(cells[c]).replace("|", "\\|") for c in columns) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _marked(replications: pd.DataFrame, extensions: pd.DataFrame, card: pd.DataFrame) -> str:
+    """The sentence that counts the rows judged against a chosen threshold and those whose
+    check changed after they were first judged (the ledger)."""
+    chosen = [part[part.threshold == CHOSEN] for part in (replications, extensions)]
+    changed = card[card.ledger.astype(bool)]
+    return (
+        f"Chosen thresholds (a stated reason, no source; column `threshold`): {len(chosen[0])} "
+        f"of the replications, {int((chosen[0].verdict == REPLICATED).sum())} of them "
+        f"replicated, and {len(chosen[1])} of the extensions; a replication counts as "
+        f"replicated only against a sourced threshold. Ledger (column `ledger`): {len(changed)} "
+        f"claims, {int((changed.kind == REPLICATION).sum())} of them replications, are judged "
+        f"by a check, control or statistic changed after they were first judged."
+    )
 
 
 def to_markdown(card: pd.DataFrame) -> str:
@@ -234,7 +312,8 @@ def to_markdown(card: pd.DataFrame) -> str:
             section += f"\n### Extensions ({prefix})\n\n{_tally(extensions, EXTENSION)}: "
             section += f"{_counts(extensions)}.\n\n" + _table(extensions, MARKDOWN)
         if len(checks):
-            heading = f"\n### Checks ({prefix})\n\n{_tally(checks, CHECK)}: {_counts(checks)}.\n\n"
+            counts = _counts(checks, mark_chosen=False)
+            heading = f"\n### Checks ({prefix})\n\n{_tally(checks, CHECK)}: {counts}.\n\n"
             section += heading + _table(checks, MARKDOWN_CHECKS)
         sections.append(section)
     scale = card.scale.iloc[0] if len(card) else ""
@@ -245,7 +324,10 @@ def to_markdown(card: pd.DataFrame) -> str:
         f"{_tally(replications, REPLICATION)}: {_counts(replications)}.\n\n"
         f"{_tally(extensions, EXTENSION)}, {EXTENSIONS_SAY}: {_counts(extensions)}.\n\n"
         f"{_tally(checks, CHECK)}, listed apart (their outcome follows from the pipeline's own "
-        f"construction, algebra or a re-run snippet): {_counts(checks)}.\n\n"
+        f"construction, algebra or a re-run snippet): {_counts(checks, mark_chosen=False)}.\n\n"
+        f"{_marked(replications, extensions, card)}\n\n"
+        + verdict_table()
+        + "\n"
         + "\n".join(sections)
         + "\n## Thresholds and controls\n\nEvery threshold of the catalogue, the claims' and "
         "their controls', with its source in the paper or the reason it was chosen.\n\n"
@@ -257,9 +339,11 @@ VERDICT_COLOURS = {
     REPLICATED: "#1b9e77",
     NOT_REPLICATED: "#d95f02",
     INCONCLUSIVE: "#7570b3",
+    NOT_TESTABLE: "#a6761d",
     NOT_RUN: "#999999",
 }
 CHECK_COLOUR = "#666666"  # a check, whatever its verdict: drawn apart from the replications
+TITLE_WIDTH = 95  # characters of a line of the forest plot's title before it wraps
 CLIP = 10.0  # the forest plot's axis ends at +-CLIP threshold units; beyond, an arrow
 
 
@@ -271,7 +355,7 @@ def _scaled(check: dict[str, Any], row: Any) -> tuple[float, float, tuple[float,
     if check["kind"] == "holds":
         return 0.5, 0.5, (1.0, CLIP)
     lo, hi = accepted(check)
-    reference = check["value"]
+    reference = check["value"] if "value" in check else (lo + hi) / 2  # `between`: its middle
     finite = [abs(v) for v in (row.value, row.low, row.high) if np.isfinite(v) and v != 0]
     unit = abs(reference) or ((hi - lo) / 2 if np.isfinite(hi - lo) else max(finite, default=1))
     return reference, unit, ((lo - reference) / unit, (hi - reference) / unit)
@@ -309,7 +393,10 @@ def figure(card: pd.DataFrame):
                 if abs(end) > CLIP:
                     ax.plot(np.sign(end) * CLIP, y, marker, color=colour, ms=4)
         kind = "" if row.kind == REPLICATION else f"  {row.kind}"
-        labels.append(f"{row.claim_id}  [{row.check}]{kind}")
+        marks = (CHOSEN_MARK if row.threshold == CHOSEN and not is_check else "") + (
+            LEDGER_MARK if row.ledger else ""
+        )
+        labels.append(" ".join(filter(None, [row.claim_id, marks, f"[{row.check}]"])) + kind)
     blocks = ordered.kind + " " + ordered.exhibit.str[0]
     starts = np.flatnonzero(blocks.ne(blocks.shift()))
     for y in starts:
@@ -336,10 +423,14 @@ def figure(card: pd.DataFrame):
     scale = card.scale.iloc[0] if len(card) else ""
     replications, checked = card[card.kind == REPLICATION], card[card.kind == CHECK]
     extensions = card[card.kind == EXTENSION]
-    fig.suptitle(
-        f"replication scorecard, {scale} scale\n"
-        f"{_tally(replications, REPLICATION)}: {_counts(replications)}\n"
-        f"{_tally(extensions, EXTENSION)} (squares): {_counts(extensions)}\n"
-        f"checks of the pipeline's own construction, drawn apart in grey: {len(checked)}"
-    )
+    lines = [
+        f"replication scorecard, {scale} scale",
+        f"{_tally(replications, REPLICATION)}: {_counts(replications)}",
+        f"{_tally(extensions, EXTENSION)} (squares): {_counts(extensions)}",
+        f"checks of the pipeline's own construction, drawn apart in grey: {len(checked)}",
+        f"{CHOSEN_MARK} chosen threshold: {int((replications.threshold == CHOSEN).sum())} "
+        f"replications; {LEDGER_MARK} check changed after first judged (ledger): "
+        f"{int(card.ledger.astype(bool).sum())} claims",
+    ]
+    fig.suptitle("\n".join(textwrap.fill(line, TITLE_WIDTH) for line in lines), fontsize=9)
     return fig

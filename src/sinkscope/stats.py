@@ -2,7 +2,8 @@
 
 Bases: `exact` (a closed form or a deterministic count: the interval is the value), `seeds` (a
 t-interval of the mean over independently trained replicates), `bootstrap over <unit>` (a
-percentile bootstrap over the windows, images, positions ... a value is computed from), a
+percentile bootstrap over the windows, images, positions ... a value is computed from, or over
+the clusters of rows that are not independent, such as the crops of one photograph), a
 share of runs or items (`share`, Clopper-Pearson) and a rate of events per unit of exposure
 (`event_rate`, exact Poisson). A boolean statistic is bootstrapped as 0/1, so its interval says
 whether the pattern holds in every resample, in none, or in some.
@@ -126,21 +127,29 @@ def bootstrap(
     unit: str,
     paired: bool = True,
     resamples: int = RESAMPLES,
+    clusters: Sequence | None = None,
 ) -> Interval:
     """The percentile bootstrap interval of `statistic(*samples)`, resampling the rows (first
-    axis, any shape) of each sample: the same rows of all when `paired`. Resamples on which the
-    statistic is undefined (NaN, e.g. a slope through one distinct point) are left out; a
-    statistic undefined on the full sample, or fewer than 2 rows, gives `undecided`. Seeded, so
-    reruns agree."""
+    axis, any shape) of each sample: the same rows of all when `paired`. With `clusters` (one
+    label per row, paired samples only) it resamples the clusters, the independent units the
+    rows were drawn from (the photographs that several crops were cut from), and keeps all rows
+    of each cluster drawn; `n` is then the number of clusters and `unit` names them. Resamples
+    on which the statistic is undefined (NaN, e.g. a slope through one distinct point) are left
+    out; a statistic undefined on the full sample, or fewer than 2 units, gives `undecided`.
+    Seeded, so reruns agree."""
     arrays = [np.asarray(sample) for sample in samples]
-    n = min(len(array) for array in arrays)
+    rows = min(len(array) for array in arrays)
+    if clusters is not None and not paired:
+        raise ValueError("clusters resample the rows of paired samples")
+    if paired and len({len(array) for array in arrays}) > 1:
+        raise ValueError("paired samples must have the same number of rows")
+    groups = cluster_rows(rows if clusters is None else clusters)
+    n = len(groups) if paired else rows
     if n < 2 or not np.isfinite(float(statistic(*arrays))):
         return undecided(n, f"bootstrap over {unit}")
     rng = np.random.default_rng(0)
     if paired:
-        if len({len(array) for array in arrays}) > 1:
-            raise ValueError("paired samples must have the same number of rows")
-        draws = [rng.integers(0, n, (resamples, n))] * len(arrays)
+        draws = [_rows_drawn(groups, rng.integers(0, n, (resamples, n)))] * len(arrays)
     else:
         draws = [rng.integers(0, len(array), (resamples, len(array))) for array in arrays]
     values = np.array(
@@ -155,6 +164,23 @@ def bootstrap(
     tail = 100 * (1 - LEVEL) / 2
     low, high = np.percentile(values, [tail, 100 - tail])
     return Interval(float(low), float(high), n, f"bootstrap over {unit}")
+
+
+def _rows_drawn(groups: list[np.ndarray], drawn: np.ndarray) -> np.ndarray | list[np.ndarray]:
+    """The rows of each resample of clusters `drawn` (resamples, n): an array when the clusters
+    are of one size, else a list of index arrays."""
+    if len({len(group) for group in groups}) == 1:
+        return np.stack(groups)[drawn].reshape(len(drawn), -1)
+    return [np.concatenate([groups[k] for k in row]) for row in drawn]
+
+
+def cluster_rows(clusters: int | Sequence) -> list[np.ndarray]:
+    """The row indices of each cluster, in the order of the sorted labels; an int n makes each of
+    n rows a cluster of its own."""
+    if isinstance(clusters, int | np.integer):
+        return [np.array([row]) for row in range(int(clusters))]
+    labels = np.asarray(clusters)
+    return [np.flatnonzero(labels == label) for label in np.unique(labels)]
 
 
 def share(hits: int, n: int, unit: str) -> Interval:
@@ -191,3 +217,11 @@ def loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
     lx = lx - lx.mean()
     spread = (lx**2).sum()
     return float((lx * (ly - ly.mean())).sum() / spread) if spread > 0 else np.nan
+
+
+def loglog_at(x: Sequence[float], y: Sequence[float], at: float) -> float:
+    """The least-squares power law y = a x^k fitted to (x, y) on log-log axes, evaluated at
+    x = `at` (an interpolation or an extrapolation); NaN when x holds a single distinct value."""
+    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    slope = loglog_slope(x, y)
+    return float(np.exp(ly.mean() + slope * (np.log(at) - lx.mean())))

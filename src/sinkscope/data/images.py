@@ -44,8 +44,8 @@ def augmented_crops(photos: list[np.ndarray], n: int, size: int, seed: int) -> n
     """`n` square crops (side 50-100 % of the shorter edge), half of them flipped, at `size` px."""
     rng = np.random.default_rng(seed)
     out = np.empty((n, size, size, 3), dtype=np.uint8)
-    for i in range(n):
-        photo = photos[i % len(photos)]
+    for i, source in enumerate(crop_photographs(n, len(photos))):
+        photo = photos[source]
         height, width = photo.shape[:2]
         side = int(min(height, width) * rng.uniform(0.5, 1.0))
         top, left = rng.integers(0, height - side + 1), rng.integers(0, width - side + 1)
@@ -54,6 +54,12 @@ def augmented_crops(photos: list[np.ndarray], n: int, size: int, seed: int) -> n
             crop = crop.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         out[i] = np.asarray(crop.resize((size, size), Image.Resampling.BICUBIC))
     return out
+
+
+def crop_photographs(n: int, n_photos: int) -> np.ndarray:
+    """The photograph each of the `n` inputs of `augmented_crops` was cut from (its index among
+    the photographs): the independent unit an input's statistics are bootstrapped over."""
+    return np.arange(n) % n_photos
 
 
 def imagenet_val(folder: str | Path, n: int, size: int, seed: int) -> np.ndarray:

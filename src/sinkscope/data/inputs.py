@@ -16,7 +16,9 @@ from . import images, text
 def model_inputs(
     manifest: dict[str, Any], cache_dir: str | Path, data: dict[str, Any]
 ) -> pd.DataFrame:
-    """One row per sample: `tokens` (text models) or raw RGB `pixels` (image models)."""
+    """One row per sample: `tokens` (text models) or raw RGB `pixels` (image models), and the
+    independent `unit` it was drawn from, which its statistics are bootstrapped over: the
+    photograph a crop was cut from, else the sample itself (a text window, an image)."""
     if manifest["modality"] == "text":
         from ..hub import load_tokenizer
 
@@ -31,10 +33,16 @@ def model_inputs(
             settings["seed"],
         )
         return pd.DataFrame(
-            {"sample": np.arange(len(windows)), "start": starts, "tokens": list(windows)}
+            {
+                "sample": np.arange(len(windows)),
+                "unit": np.arange(len(windows)),
+                "start": starts,
+                "tokens": list(windows),
+            }
         )
     settings = data["images"]
     size = manifest["preprocessing"]["image_size"]
+    units = np.arange(settings["n_images"])
     if manifest.get("inputs", {}).get("dataset") == "procedural":  # a ViT trained on them
         pictures = _procedural(manifest["inputs"], settings["n_images"], size)
     elif settings["source"] == "imagenet":
@@ -42,12 +50,13 @@ def model_inputs(
             settings["imagenet_val"], settings["n_images"], size, settings["seed"]
         )
     else:
-        pictures = images.augmented_crops(
-            images.bundled_photos(), settings["n_images"], size, settings["seed"]
-        )
+        photos = images.bundled_photos()
+        pictures = images.augmented_crops(photos, settings["n_images"], size, settings["seed"])
+        units = images.crop_photographs(len(pictures), len(photos))
     return pd.DataFrame(
         {
             "sample": np.arange(len(pictures)),
+            "unit": units,
             "size": size,
             "pixels": [p.tobytes() for p in pictures],
         }

@@ -1,9 +1,10 @@
 """D1 (Sink vs diagonal): the half-space condition. Per layer, the distribution of the cosine of
 each token's hidden state to the first token's, its mean and the share of tokens with cos <= 0,
 and per (window, layer) that share and the first token's attention share (the mean over heads);
-the claim: the share of tokens with cos <= 0 averaged over the middle third of the layers, and
-its control, the first token's attention share over the same layers (a first-token sink there),
-both bootstrapped over the windows."""
+the claim, read as the text states it (non-positive in the middle layers: in each of them): the
+lowest, over the middle third of the layers, of the layer's share of tokens with cos <= 0 (mean
+over the windows), and its control, the first token's attention share over the same layers (a
+first-token sink there), both bootstrapped over the windows."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
     layers, heads = read_tables(inputs["layers"], models), read_tables(inputs["heads"], models)
     per_input = stack({m: dx.per_input_cosine(t, heads[m]) for m, t in layers.items()})
     claim = [
-        dx.over_inputs_per_model(per_input, _in_middle(column), _mean, name)
-        for _, column, _, name in CLAIMS
+        dx.over_inputs_per_model(per_input, _in_middle(column), statistic, name)
+        for _, column, statistic, name in CLAIMS
     ]
     return {
         "table": stack({m: dx.first_cosine(table) for m, table in layers.items()}),
@@ -31,10 +32,19 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
     }
 
 
-# claim id, column of the per-window grid, what it measures, its label in the figure
+def lowest_layer(shares: np.ndarray) -> float:
+    """The lowest over layers of the mean over windows, from shares (windows, layers)."""
+    return float(shares.mean(0).min()) if shares.size else float("nan")
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if values.size else float("nan")
+
+
+# claim id, column of the per-window grid over the middle third, its statistic, its figure label
 CLAIMS = (
-    ("D1.middle_layers_nonpositive", 0, "share of tokens with cos(h_first, h_t) <= 0", "cos <= 0"),
-    ("D1.middle_first_token_share", 1, "first token's attention share (mean over heads)", "alpha"),
+    ("D1.middle_layers_nonpositive", 0, lowest_layer, "lowest layer's cos <= 0"),
+    ("D1.middle_first_token_share", 1, _mean, "alpha"),
 )
 
 
@@ -56,10 +66,6 @@ def _in_middle(column: int):
     return values
 
 
-def _mean(values: np.ndarray) -> float:
-    return float(values.mean()) if values.size else float("nan")
-
-
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     model = settings["claim_model"]
     per_input = tables["per_input"][tables["per_input"].model == model]
@@ -70,12 +76,48 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         nothing = Measured(float("nan"), model, note, interval)
         return dict.fromkeys(
             ("D1.middle_layers_nonpositive", "D1.middle_first_token_share"), nothing
-        )
+        ) | conditions(per_input, model)
     span = f"{dx.layer_span(middle)} (middle third of {grids.shape[1]})"
+    shares = grids[:, middle, 0]
+    value, interval = dx.over_inputs(lowest_layer, shares, unit="windows")
+    per_layer = shares.mean(0)
+    note = (
+        f"share of tokens with cos(h_first, h_t) <= 0 per layer over {span}, mean over "
+        f"{len(grids)} windows: lowest {value:.2f} (layer {middle[int(per_layer.argmin())]}), "
+        f"highest {per_layer.max():.2f}"
+    )
+    found = {"D1.middle_layers_nonpositive": Measured(value, model, note, interval)}
+    value, interval = dx.over_inputs(_mean, grids[:, middle, 1], unit="windows")
+    what = "first token's attention share (mean over heads)"
+    note = f"{what} over {span}: {value:.2f}, {len(grids)} windows"
+    found["D1.middle_first_token_share"] = Measured(value, model, note, interval)
+    return found | conditions(per_input, model)
+
+
+CONDITIONS = {
+    "D1.strict_half_space": ("half_space", "in a strict half-space (a linear program)"),
+    "D1.full_rank": ("full_rank", "of full rank (rank min(T, d))"),
+}
+
+
+def conditions(per_input: pd.DataFrame, model: str) -> dict[str, Measured]:
+    """The conditions of the sink-equivalence theorem on the hidden states entering each layer:
+    the share of (window, layer) whose tokens meet it, bootstrapped over the windows."""
     found = {}
-    for claim, column, what, _ in CLAIMS:
-        value, interval = dx.over_inputs(_mean, grids[:, middle, column], unit="windows")
-        note = f"{what} over {span}: {value:.2f}, {len(grids)} windows"
+    for claim, (column, what) in CONDITIONS.items():
+        flags = dx.grid(per_input, ["sample", "layer"], column).astype(float)
+        value, interval = dx.over_inputs(lambda x: float(x.mean()), flags, unit="windows")
+        per_layer = flags.mean(0)
+        failing = np.flatnonzero(per_layer < 1)
+        where = (
+            f"short of it in layers {', '.join(map(str, failing))}"
+            if len(failing)
+            else "every layer"
+        )
+        note = (
+            f"share of (window, layer) whose tokens are {what}: {value:.3f} over {len(flags)} "
+            f"windows and {flags.shape[1]} layers; {where}"
+        )
         found[claim] = Measured(value, model, note, interval)
     return found
 
@@ -120,13 +162,21 @@ is non-positive in the middle layers.
 
 **Pipeline.** The extraction's per-layer histograms of cos(h_first, h_t) and share of tokens with
 cos <= 0 (`diagnostics.first_cosine`); `per_input` holds that share per (window, layer), and the
-first token's attention share (alpha of the shared metrics, mean over the heads). Claim: the mean
-share of tokens with cos <= 0 over the middle third of the layers is above 0.5 (the paper says
-non-positive without a share; read as: for most tokens), bootstrapped over the windows, on the
-text claim model. The half-space condition is what a first-token sink needs, so its control,
+first token's attention share (alpha of the shared metrics, mean over the heads). Claim, read as
+the text states it (the cosine stays non-positive in the middle layers, so in every one of
+them): the lowest, over the middle third of the layers, of the layer's share of tokens with cos
+<= 0 (mean over the windows) is at least 0.9, bootstrapped over the windows, on the text claim
+model. The half-space condition is what a first-token sink needs, so its control,
 `D1.middle_first_token_share`, is that the middle third has such a sink: the first token's
 attention share over the same layers, windows and heads, above the sink-rate threshold 0.3 of
 Gu et al. 2024 (`metrics.SINK_RATE_EPS`).
+
+The conditions under which the paper proves a hard attention switch to be a sink, measured on
+the hidden states entering each layer (the extraction's `layers` table): `D1.strict_half_space`,
+whether some direction has a positive product with every token (`metrics.in_strict_half_space`,
+a linear program: no convex combination of the tokens is the origin), and `D1.full_rank`,
+whether the (T, d) token matrix has rank min(T, d) (`metrics.rank_share`); each the share of
+(window, layer) that meets it, at least 0.9 (chosen, as the cosine claim).
 """
 
 CAPTION = r"""

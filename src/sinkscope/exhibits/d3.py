@@ -4,8 +4,10 @@ similarity as trained, with the sink heads' attention made uniform, and, in seed
 k of the sink heads or as many random other heads made uniform (the negative control). The
 claims: the Spearman correlation over the heads of layers >= 1 of their mean entropy and mean
 similarity change; and the final layer's rise of token similarity under uniform sink heads, taken
-as the smaller of that rise and its excess over the rise of as many random other heads; beside
-them, the sink heads counted (their control). Every interval bootstraps the text windows."""
+as the smaller of that rise and its excess over the rise of as many random other heads; the %
+of those heads whose update (W_VO and the skip connection included) lowers token similarity on
+average, counteracting the mixing; beside them, the sink heads counted (their control). Every
+interval bootstraps the text windows."""
 
 from __future__ import annotations
 
@@ -28,6 +30,12 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
         "table": stack({m: h[HEAD_COLUMNS] for m, h in heads.items()}),
         "intervention": stack(read_tables(inputs["intervention"], models)),
     }
+
+
+def counteracting_share(change: np.ndarray) -> float:
+    """% of the heads (columns) whose mean change of token similarity over the inputs (rows) is
+    negative: their update, added to the residual stream, makes the tokens less alike."""
+    return float(100 * (np.nanmean(change, 0) < 0).mean())
 
 
 def _spearman_of_means(entropy: np.ndarray, change: np.ndarray) -> float:
@@ -111,7 +119,15 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     )
     rows = tables["intervention"][tables["intervention"].model == model]
     value, note, interval = _intervention(rows, min_rate)
+    share, share_interval = dx.over_inputs(counteracting_share, change.to_numpy(), unit=UNIT)
+    means = np.nanmean(change.to_numpy(), 0)
+    counter_note = (
+        f"{int((means < 0).sum())} of {len(means)} heads of layers {int(density.layer.min())}-"
+        f"{int(density.layer.max())} lower token similarity on average over {len(change)} windows "
+        f"({share:.1f} %); median change {np.median(means):+.4f}, lowest {means.min():+.4f}"
+    )
     return {
+        "D3.mixing_rarely_counteracted": Measured(share, model, counter_note, share_interval),
         "D3.density_raises_similarity": Measured(
             rho,
             model,
@@ -210,6 +226,11 @@ raise similarity and raise it more than uniform heads of no particular kind. Its
 choosing them again): at least one. Without sink heads nothing is made uniform, and when every
 counted head is a sink head there are no other heads to compare with; either way the claim has no
 value at this scale.
+
+Claim 3, `D3.mixing_rarely_counteracted`: the % of the heads of layers >= 1 whose mean change of
+token similarity over the windows is negative, i.e. whose update, W_VO and the skip connection
+included, makes the tokens less alike instead of mixing them; below 25 (chosen: "rarely" read as
+at most one head in four), bootstrapped over the windows.
 """
 
 CAPTION = r"""

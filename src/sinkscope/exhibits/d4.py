@@ -229,8 +229,9 @@ control of the claims is therefore how much of the task is left unsolved: the fi
 MSE as a % of the MSE of a head that adds nothing (output = input, on the same evaluation
 batch), mean over the runs with a t-interval (`D4.residual_loss`, `toys.curves.solved`); the
 claims are judged when it is at most 1 % (chosen: the head explains at least 99 % of the
-task, so the pattern it learned is the one that realises the switch), else they are
-inconclusive at this scale. With a single run the control has no interval and decides nothing.
+task, so the pattern it learned is the one that realises the switch), else they are not
+testable at this scale (undecided: inconclusive). With a single run the control has no interval
+and decides nothing.
 *Runs*: 40 (set by the CPU budget, ~2.4 CPU-s each at the default; at paper scale width 64,
 32 tokens, 30 000 steps at batch 1024).
 """

@@ -438,7 +438,7 @@ curve's slope, its range and the slope of its closed form over the same grid.
 
 *Control.* `D6.solver_excess`: the largest |minimum / closed form - 1| over the two curves the
 claims rest on, in %, at most 1 (an error of 1 % moves a slope over the default grid by at most
-0.01). A solver that stopped short of the minima leaves the claims inconclusive.
+0.01). A solver that stopped short of the minima leaves the claims not testable at this scale.
 
 *Kind.* The three claims are checks: the minima solve a convex program whose closed forms,
 proven before the run, fix the exponents, and those exponents follow from the choice d = T + 1

@@ -94,12 +94,14 @@ def _diagnostics(
     registers: bool = False,
     events: bool = False,
     extends: bool = False,
+    units: bool = False,
     table_settings: dict[str, Setting] | None = None,
     claim_settings: dict[str, Setting] | None = None,
 ) -> Exhibit:
     """A diagnostics exhibit; `events`: its tables count sink events (they read each model's
     registers and the first counted layer); `extends`: its claims on the image claim model are
-    measured on the text claim model too (`exhibits.TARGETS`)."""
+    measured on the text claim model too (`exhibits.TARGETS`); `units`: its tables read the
+    independent unit of each input (`data.inputs`), which its claims are bootstrapped over."""
 
     def models(plan: Plan) -> list[str]:
         return plan.models_of(modality, registers)
@@ -118,8 +120,11 @@ def _diagnostics(
         title=title,
         tables=tables,
         inputs=lambda plan: {
-            kind: [f"results/extract/{m}/{EXTRACT_FILES[kind]}.parquet" for m in models(plan)]
-            for kind in needs
+            **{
+                kind: [f"results/extract/{m}/{EXTRACT_FILES[kind]}.parquet" for m in models(plan)]
+                for kind in needs
+            },
+            **({"units": [f"resources/data/{m}.parquet" for m in models(plan)]} if units else {}),
         },
         table_settings={
             "models": models,
@@ -187,7 +192,11 @@ def _lm_histories(plan: Plan) -> list[str]:
 
 
 def _streaming_ppl(
-    exhibit: str, title: str, tables: tuple[str, ...], table_settings: dict[str, Setting]
+    exhibit: str,
+    title: str,
+    tables: tuple[str, ...],
+    table_settings: dict[str, Setting],
+    claim_settings: dict[str, Setting] | None = None,
 ) -> Exhibit:
     """A streaming-perplexity exhibit (S3, S4): its tables from the NLL of every streamed model
     under every cache policy, its claims on `streaming.ppl.claim_models.<ID>`."""
@@ -205,7 +214,11 @@ def _streaming_ppl(
         tables=tables,
         inputs=lambda plan: {"nll": _nll_files(plan)},
         table_settings={**table_settings, "cache": "streaming.ppl.cache"},
-        claim_settings={"claim_model": key, "cache": "streaming.ppl.cache"},
+        claim_settings={
+            "claim_model": key,
+            "cache": "streaming.ppl.cache",
+            **(claim_settings or {}),
+        },
         figure_settings={"cache": "streaming.ppl.cache"},
         mem_mb=4000,
         unclaimed=unclaimed,
@@ -270,6 +283,11 @@ def _paper_value(claim_id: str) -> Callable[[Plan], str]:
     return lambda plan: find_claim(claim_id)["paper"]
 
 
+def _descriptions(key: str) -> Callable[[Plan], dict[str, str]]:
+    """{model: its registry description} of the models a config key lists."""
+    return lambda plan: {m: plan.entry(m).get("description", "") for m in plan.get(key)}
+
+
 def _per_model(models: Callable[[Plan], dict | list], path: str) -> Callable[[Plan], list[str]]:
     return lambda plan: [path.format(model=m) for m in models(plan)]
 
@@ -312,9 +330,15 @@ EXHIBITS: dict[str, Exhibit] = {
             ("heads",),
             events=True,
             extends=True,
+            units=True,
         ),
         _diagnostics(
-            "U4", "head specialization", ("table", "per_input", "claim"), ("heads",), extends=True
+            "U4",
+            "head specialization",
+            ("table", "per_input", "claim"),
+            ("heads",),
+            extends=True,
+            units=True,
         ),
         _diagnostics(
             "U5",
@@ -323,6 +347,7 @@ EXHIBITS: dict[str, Exhibit] = {
             ("heads",),
             events=True,
             extends=True,
+            units=True,
         ),
         _diagnostics(
             "U6",
@@ -331,6 +356,7 @@ EXHIBITS: dict[str, Exhibit] = {
             ("heads",),
             registers=True,
             events=True,
+            units=True,
         ),
         _diagnostics(
             "U7",
@@ -338,6 +364,7 @@ EXHIBITS: dict[str, Exhibit] = {
             ("table", "per_input"),
             ("heads", "qk"),
             extends=True,
+            units=True,
             table_settings={
                 "first_counted_layer": "diagnostics.first_counted_layer",
                 "min_event_rate": "diagnostics.intervention.min_event_rate",
@@ -383,6 +410,7 @@ EXHIBITS: dict[str, Exhibit] = {
                 "block_tokens": "streaming.ppl.block_tokens",
                 "newline_sinks": "streaming.ppl.newline_sinks",
             },
+            {"descriptions": _descriptions("streaming.ppl.models")},
         ),
         _streaming_ppl(
             "S4",
@@ -394,9 +422,22 @@ EXHIBITS: dict[str, Exhibit] = {
             id="S5",
             title="decoding latency: re-computation vs sinks + window",
             tables=("latency", "summary"),
-            inputs=lambda plan: {"latency": "results/streaming/latency.parquet"},
-            claim_settings={"models": "streaming.latency.models"},
-            figure_settings={"paper_speedup": _paper_value("S5.speedup_growth")},
+            table_settings={"models": "streaming.latency.models"},
+            inputs=lambda plan: {
+                "latency": "results/streaming/latency.parquet",
+                "manifests": _per_model(
+                    lambda plan: plan.get("streaming.latency.models"),
+                    "resources/models/{model}/manifest.json",
+                )(plan),
+            },
+            claim_settings={
+                "models": "streaming.latency.models",
+                "law_at_cache": "exhibits.S5.law_at_cache",
+            },
+            figure_settings={
+                "paper_speedup": _paper_value("S5.speedup_growth"),
+                "law_at_cache": "exhibits.S5.law_at_cache",
+            },
         ),
         Exhibit(
             id="S6",

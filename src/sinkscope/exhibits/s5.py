@@ -9,9 +9,13 @@ tokens for every new token (O(C) token passes, O(C^2) attention), sinks + window
 token against C keys (O(1) passes, O(C) attention), so the speedup grows about linearly with C.
 Measured: the least-squares slope of log speedup against log C over the measured cache sizes
 (speedup = ratio of the medians over repeats), with its bootstrap interval over the repeats
-(resampled independently per cache size and policy). The largest measured speedup is reported
-in the note and the figure, beside the paper's value in the figure (display, not a check; the
-setting `paper_speedup`, which the registry takes from the claim catalogue).
+(resampled independently per cache size and policy). The paper's "up to 22.2x" is a claim of
+its own: the power law fitted to the measured speedups, evaluated at the paper's largest cache
+(`law_at_cache`), with the same bootstrap; the note gives it beside the speedup measured at the
+largest cache the run's latency settings time. It waits for its controls, the setting the paper
+timed: a GPU and a model of the paper's size (the timed model's parameter count, from its
+cache's manifest). The figure shows the largest measured speedup beside the paper's value
+(display; the setting `paper_speedup`, which the registry takes from the claim catalogue).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from ..stats import Interval, bootstrap, loglog_slope
+from ..stats import Interval, bootstrap, exact, loglog_at, loglog_slope
+from ..vision.tables import model_scale
 from . import Measured
 
 POLICIES = ("recompute", "sinks")
@@ -34,9 +39,12 @@ def _summary(latency: pd.DataFrame) -> pd.DataFrame:
     return med.reset_index()
 
 
-def speedup_growth(latency: pd.DataFrame) -> tuple[float, Interval, pd.Series]:
-    """The log-log slope of the speedup against the cache size of one model's timings, its
-    bootstrap interval over the repeats, and the speedup per cache size."""
+def speedup_growth(
+    latency: pd.DataFrame, at: float | None = None
+) -> tuple[float, Interval, pd.Series]:
+    """The log-log slope of the speedup against the cache size of one model's timings (or, with
+    `at`, the fitted power law's speedup at cache `at`), its bootstrap interval over the
+    repeats, and the speedup per cache size."""
     caches = sorted(latency.cache.unique())
     if len(caches) < 2:
         raise ValueError(f"S5 fits the speedup over cache sizes: {len(caches)} measured")
@@ -48,7 +56,8 @@ def speedup_growth(latency: pd.DataFrame) -> tuple[float, Interval, pd.Series]:
 
     def statistic(*groups: np.ndarray) -> float:
         medians = np.array([np.median(g) for g in groups]).reshape(len(caches), len(POLICIES))
-        return loglog_slope(caches, medians[:, 0] / medians[:, 1])
+        speedups = medians[:, 0] / medians[:, 1]
+        return loglog_slope(caches, speedups) if at is None else loglog_at(caches, speedups, at)
 
     value = statistic(*samples)
     interval = bootstrap(statistic, *samples, unit="repeats", paired=False)
@@ -60,8 +69,11 @@ def speedup_growth(latency: pd.DataFrame) -> tuple[float, Interval, pd.Series]:
 
 
 def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.DataFrame]:
+    """The timings, and per model and cache the medians, the speedup and the timed model's
+    parameter count."""
     latency = pd.read_parquet(inputs["latency"])
-    return {"latency": latency, "summary": _summary(latency)}
+    scale = model_scale(inputs["manifests"], list(settings["models"]))[["model", "parameters"]]
+    return {"latency": latency, "summary": _summary(latency).merge(scale, on="model")}
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
@@ -78,7 +90,25 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         f"speedup (median of {repeats} repeats) at cache {per_cache}; largest measured speedup "
         f"{speedups[largest]:.1f}x at cache {largest}; {devices} device"
     )
-    return {"S5.speedup_growth": Measured(value, model, note, interval)}
+    at = settings["law_at_cache"]
+    law, law_interval, _ = speedup_growth(part, at)
+    on_gpu = bool(part.device.str.startswith("cuda").all())
+    parameters = tables["summary"].set_index("model").parameters[model].iloc[0] / 1e9
+    law_note = (
+        f"the power law fitted to the speedups at cache {', '.join(map(str, speedups.index))} "
+        f"(log-log slope {value:.2f}) gives {law:.1f}x at cache {at}; measured at the largest "
+        f"cache these latency settings time: {speedups[speedups.index.max()]:.1f}x at cache "
+        f"{speedups.index.max()}; {model} ({parameters:.3g} B parameters) on {devices}"
+    )
+    return {
+        "S5.speedup_growth": Measured(value, model, note, interval),
+        "S5.speedup_at_paper_cache": Measured(law, model, law_note, law_interval),
+        # the controls: the setting the paper timed
+        "S5.timed_on_gpu": Measured(on_gpu, model, f"timed on {devices}", exact(on_gpu)),
+        "S5.timed_parameters": Measured(
+            parameters, model, f"{model}: {parameters:.3g} B parameters", exact(parameters)
+        ),
+    }
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
@@ -90,7 +120,22 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         ax.plot(part.cache, 1000 * part.recompute, "o-", label=f"{model}: re-computation")
         ax.plot(part.cache, 1000 * part.sinks, "s-", label=f"{model}: sinks + window")
         slope = loglog_slope(part.cache, part.speedup)
-        ax_s.plot(part.cache, part.speedup, "o-", label=f"{model} (log-log slope {slope:.2f})")
+        (line,) = ax_s.plot(
+            part.cache, part.speedup, "o-", label=f"{model} (log-log slope {slope:.2f})"
+        )
+        # the fitted power law, out to the cache its claim evaluates it at
+        reach = [part.cache.min(), settings["law_at_cache"]]
+        law = [loglog_at(part.cache, part.speedup, c) for c in reach]
+        ax_s.plot(reach, law, ":", color=line.get_color(), label=f"{model}: fitted law")
+        where = (reach[-1], law[-1])
+        ax_s.annotate(
+            f"law: {law[-1]:.1f}x",
+            where,
+            textcoords="offset points",
+            xytext=(-4, 0),
+            ha="right",
+            fontsize=7,
+        )
         for c, s in zip(part.cache, part.speedup, strict=True):
             ax_s.annotate(
                 f"{s:.1f}x",
@@ -101,9 +146,9 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
                 fontsize=7,
             )
     caches = sorted(summary.cache.unique())
-    for axis in (ax, ax_s):
+    for axis, shown in ((ax, caches), (ax_s, sorted({*caches, settings["law_at_cache"]}))):
         axis.set_xscale("log", base=2)
-        axis.set_xticks(caches, [str(c) for c in caches])
+        axis.set_xticks(shown, [str(c) for c in shown])
         axis.minorticks_off()
     ax.set(yscale="log", xlabel="cache size (tokens)", ylabel="ms per token")
     plotting.log_ticks(ax.yaxis)
@@ -147,6 +192,16 @@ it).
 for every new token and its sinks + window encodes one, so a speedup growing with C follows from
 the two policies' own code; the run times that code, not the paper's. Threshold 0.5, chosen:
 halfway between no growth (0) and the law (1).
+
+**The paper's 22.2x.** `S5.speedup_at_paper_cache`, a **replication**: the power law fitted to
+the measured speedups (the same log-log line) evaluated at `exhibits.S5.law_at_cache` (4096, the
+paper's largest cache), bootstrapped over the repeats as the slope is; its note gives the speedup
+measured at the largest cache the run's latency settings time beside it. It is judged within 50 %
+of 22.2 (chosen: one speedup on one GPU, without a spread) once its controls show the paper's
+setting: every timing on a GPU (`S5.timed_on_gpu`) and a timed model of at least 6.7 B
+parameters (`S5.timed_parameters`, from its cache's manifest; Llama-2-7B is the smaller model
+the paper timed). The default tier times SmolLM2-135M on the CPU, so its value is shown and not
+judged.
 """
 
 CAPTION = r"""
@@ -154,6 +209,7 @@ CAPTION = r"""
 window with re-computation (re-encode the last C tokens for every new token) and for sinks +
 window (one new token against the cached keys, re-rotated by cache position), by cache size C;
 median over repeats, warm-up steps excluded. Right: the speedup on log-log axes, with its fitted
+power law drawn out to cache {{ snakemake.config.exhibits.S5.law_at_cache }} (dotted) and its
 log-log slope (the claim: re-computation's O(C^2) over sinks + window's O(C) per token makes the
 speedup grow about in proportion to C) and the largest measured speedup beside the paper's up to
 22.2x (Llama-2, A6000 GPU); here the device of the run (CPU by default).

@@ -1,11 +1,13 @@
 """S7: a learned sink logit (gpt-oss attention) takes the attention mass off the first token, so
 the model streams without kept initial tokens.
 
-Input: per variant, held-out window and layer, the attention mass on the first token, the sink
-rate (% of heads whose first-token share exceeds `metrics.SINK_RATE_EPS`) and the mass on the
-sink logit (`sinkscope.streaming.sink_eval.first_token_mass`), and the per-window streaming NLLs
-of every variant (as S6). Masses and rates are means over layers per window; intervals resample
-the windows, paired across variants.
+Input: per variant, held-out window and layer, the attention mass on the first token, its share
+of the attention on the real keys (renormalised without the sink logit's weight, so that the
+learned sink does not lower it by algebra alone), the sink rate (% of heads whose first-token
+share exceeds `metrics.SINK_RATE_EPS`) and the mass on the sink logit
+(`sinkscope.streaming.sink_eval.first_token_mass`), and the per-window streaming NLLs of every
+variant (as S6). Masses and rates are means over layers per window; intervals resample the
+windows, paired across variants.
 """
 
 from __future__ import annotations
@@ -57,21 +59,25 @@ def _difference(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    """The learned-sink model against the vanilla one: first-token mass (difference of the means
-    over windows) and the PPL ratio of 0 over 4 kept tokens; and the vanilla controls: its sink
-    rate and its PPL ratio of 0 over 4 kept tokens."""
+    """The learned-sink model against the vanilla one: the first token's share of the attention
+    on the real keys (difference of the means over windows) and the PPL ratio of 0 over 4 kept
+    tokens; and the vanilla controls: its sink rate and its PPL ratio of 0 over 4 kept tokens."""
     attention, table, windows = tables["attention"], tables["ppl"], tables["windows"]
     model, context = lm_note(table, settings)
-    learned = per_window(attention, "learned_sink", "first_token_mass")
-    vanilla = per_window(attention, "vanilla", "first_token_mass")
+    learned = per_window(attention, "learned_sink", "first_token_share")
+    vanilla = per_window(attention, "vanilla", "first_token_share")
     rate = per_window(attention, "vanilla", "first_token_sink_rate")
-    means = attention.groupby("variant")[["first_token_mass", "first_token_sink_rate"]].mean()
+    columns = ["first_token_share", "first_token_mass", "first_token_sink_rate"]
+    means = attention.groupby("variant")[columns].mean()
     span = (
         f"{len(vanilla)} windows of {settings['arch']['context']} bytes and "
         f"{attention.layer.nunique()} layer(s)"
     )
-    mass_note = f"mean first-token mass over {span}: " + ", ".join(
-        f"{v} {m:.4f}" for v, m in means.first_token_mass.items()
+    mass_note = (
+        f"mean first-token share of the attention on the real keys over {span}: "
+        + ", ".join(f"{v} {m:.4f}" for v, m in means.first_token_share.items())
+        + "; before renormalising (the sink logit's weight counted): "
+        + ", ".join(f"{v} {m:.4f}" for v, m in means.first_token_mass.items())
     )
     rate_note = (
         f"% of (window, layer, head) with first-token share > {SINK_RATE_EPS:g} over {span}: "
@@ -131,18 +137,20 @@ works.
 
 **Paper.** Qualitative.
 
-**Pipeline.** The `learned_sink` model of S6 against the vanilla one: the first-token attention
-(alpha of the first key, mean over heads and layers) on `attention_windows` held-out windows of the
-training context, learned sink minus vanilla; and PPL with 0 over PPL with 4 kept tokens on S6's
-evaluation windows. The controls of S6 and S7 are measured here on the vanilla LM: its sink rate
-(per window and layer, the % of heads whose alpha exceeds 0.3, `streaming.sink_eval`; the mean
-over layers and windows) and its PPL with 0 over 4 kept tokens. Intervals: bootstrap over the
-windows, paired across the models.
+**Pipeline.** The `learned_sink` model of S6 against the vanilla one: the first token's share of
+the attention on the real keys (alpha of the first key with each query's weights renormalised
+without the sink logit's, so that the weight the logit takes does not lower it by algebra alone;
+mean over heads and layers) on `attention_windows` held-out windows of the training context,
+learned sink minus vanilla (the note gives the raw masses too); and PPL with 0 over PPL with 4 kept
+tokens on S6's evaluation windows. The controls of S6 and S7 are measured here on the vanilla LM:
+its sink rate (per window and layer, the % of heads whose alpha exceeds 0.3, `streaming.sink_eval`;
+the mean over layers and windows) and its PPL with 0 over 4 kept tokens. Intervals: bootstrap over
+the windows, paired across the models.
 
 **Kind, controls and thresholds.** Both are **replications** with the control "the vanilla LM
 has first-token sinks" (`S7.vanilla_sink_rate` > 0); `S7.streams_without_sinks` also needs the
 vanilla LM to degrade with 0 kept tokens (`S7.vanilla_window_ratio` >= 1.1, as in S6).
-Thresholds: the fall of the first-token mass, < 0, chosen (the overview states a direction, no
+Thresholds: the fall of the first-token share, < 0, chosen (the overview states a direction, no
 size); streaming with 0 kept tokens, <= 1.003, S6's line between "suffices" and "needs more"
 (Table 3, per byte).
 """

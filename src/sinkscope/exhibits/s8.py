@@ -359,8 +359,8 @@ count one half), averaged over those images; above 0.5, the outliers sit on the 
 
 **Scale control.** Darcet et al. (2024, Sec. 2.1, Fig. 4) see the high-norm tokens only in the
 largest DINOv2 models, from ViT-L (about 300 M parameters) up. `S8.parameters` is the parameter
-count of the claim pair's models without registers (the smallest, from their caches' manifests,
-in millions), and every S8 claim requires at least 300: a smaller ViT is inconclusive at this
+count of the claim pair's models without registers (the smallest, from their caches' manifests, in
+millions), and every S8 claim requires at least 300: a smaller ViT leaves them not testable at this
 scale, not a failure of the claim. Outliers have also been reported in a supervised DeiT-III ViT-S
 (Bach et al., TMLR 2025); the control follows the recipe the claims come from (DINOv2, and the
 self-supervised ViTs trained here), for which Darcet et al. give the scale. The training length of

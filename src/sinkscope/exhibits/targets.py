@@ -17,18 +17,20 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ClaimTarget:
     """A model the claims are measured on: the settings key naming it, the prefix of its claim
-    ids after the exhibit's ID, the inputs its intervals are bootstrapped over, and one input as
-    rate names say it (`events_per_image`)."""
+    ids after the exhibit's ID, its inputs, one input as rate names say it (`events_per_image`),
+    and the independent units its intervals are bootstrapped over (the photographs the image
+    inputs were cut from; the text windows)."""
 
     setting: str
     prefix: str
     unit: str
     per: str
+    independent: str
 
 
 TARGETS = (
-    ClaimTarget("claim_model", "", "images", "image"),
-    ClaimTarget("extension_model", "llm.", "text windows", "window"),
+    ClaimTarget("claim_model", "", "images", "image", "photographs"),
+    ClaimTarget("extension_model", "llm.", "text windows", "window", "text windows"),
 )
 
 Measure = Callable[["dict[str, pd.DataFrame]", str, ClaimTarget], dict[str, Measured]]

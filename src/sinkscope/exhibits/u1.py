@@ -425,7 +425,13 @@ Each claim is read the way the paper's table reads, against the baseline of its 
   its BOS and positional vectors are shared, so its value is the same in every sequence and the
   swap is the identity (as the reference notes, `toy/notebooks/README.md`, its point 9). Its
   statistic is the largest RMS change of the output over the replicates (exact; 0 by
-  construction).
+  construction);
+- zero sink value and donor non-sink value are **checks** too: one fact, one row. The finding
+  is the sink's near-zero value and the NOP queries' routing to it (`U1.sink_value_ratio`,
+  `U1.nop_routed_to_sink`); that zeroing such a value changes nothing, and that an ordinary value
+  in its place reaches the routed queries and breaks the task, follow from those two
+  measurements and check that the interventions agree with them. `U1.mse_redirect` stays a
+  replication: where the queries' attention goes off the sink is not fixed by them.
 
 Intervals: each claim is the mean over the replicates with the t-interval over them (basis
 `replicates`, `stats.over_seeds`); replicates that agree exactly decide a check only from six on

@@ -9,7 +9,10 @@ sequences of the largest column mass max_s mean_i A_is: the sink strength the pa
 layer), the attention to j* (mean over queries of A_{i j*}), the value-norm ratio at j* of the
 projected values W_O v, the stable rank of the head update W_O A V and its norm relative to the
 input. The hub is the layer with the larger attention to j*. Claims are means over the seeds with
-t-intervals (`stats.over_seeds`).
+t-intervals (`stats.over_seeds`): the hub's stable rank and value-norm ratio, with the other
+layer's as their controls (the hub must differ from it on the hub checks, not only pass them),
+and the paper's order, a broadcast hub followed by a layer that is nearly the identity (the
+second layer's update norm over the first's, per seed).
 """
 
 from __future__ import annotations
@@ -123,11 +126,15 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
     inflow_note = "; max inflow per layer (1-based, means over seeds): " + ", ".join(
         f"L{layer + 1} {value:.3f}" for layer, value in inflows.items()
     )
+    other = other.sort_values("seed")
     columns = {
         "U2.mse": (first, "mse", "task MSE"),
         "U2.layer1_inflow": (first, "max_inflow", "layer 1 max inflow"),
         "U2.hub_srank": (hub, "srank", "hub update stable rank"),
         "U2.hub_value_ratio": (hub, "value_ratio", "hub value-norm ratio at j*"),
+        # the controls: the other layer must not pass the hub checks too
+        "U2.other_srank": (other, "srank", "the other layer's update stable rank"),
+        "U2.other_value_ratio": (other, "value_ratio", "the other layer's value-norm ratio at j*"),
     }
     model = _model(recipe)
     measured = {}
@@ -138,9 +145,27 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
         if cid == "U2.mse":
             note += f"; eval MSE over the last fifth of training: {training}"
         measured[cid] = Measured(float(values.mean()), model, note, over_seeds(values))
+    measured["U2.hub_then_identity"] = hub_then_identity(layers, model)
     fall, note, interval = convergence(tables["curves"], ["seed"])
     measured["U2.late_loss_fall"] = Measured(fall, model, note, interval)
     return measured
+
+
+def hub_then_identity(layers: pd.DataFrame, model: str) -> Measured:
+    """The paper's order, a broadcast hub and then a layer that is nearly the identity: per seed,
+    the second layer's attention update norm (relative to its input) over the first layer's, mean
+    over the seeds; small when the second layer barely changes what the first wrote, 1 when both
+    write alike, large when the order is the other way round."""
+    norms = layers.pivot(index="seed", columns="layer", values="update_rel_norm").sort_index()
+    ratios = (norms[1] / norms[0]).to_numpy(float)
+    hubs = layers[layers.role == "hub"].set_index("seed").layer.reindex(norms.index) + 1
+    per_seed = "; ".join(
+        f"seed {seed}: hub L{hub}, update / input L1 {row[0]:.3g}, L2 {row[1]:.3g}, "
+        f"ratio {ratio:.3g}"
+        for (seed, row), hub, ratio in zip(norms.iterrows(), hubs, ratios, strict=True)
+    )
+    note = f"layer 2's attention update over layer 1's (norms relative to the input): {per_seed}"
+    return Measured(float(ratios.mean()), model, note, over_seeds(ratios))
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
@@ -233,7 +258,14 @@ whose spread it does not report, and the reference notes that the seed moves the
 than the model's variants do; 20 % keeps layer 1's max inflow above 0.71, most of the queries'
 attention on one key as in the paper. The hub's value-norm ratio >= 0.5 is the paper's broadcast
 diagnostic (reference `lejepa_sinks/sink_table.py`, `--bc_ratio 0.5`); its stable rank "~1" is read
-as at most 1.5, nearer rank 1 than rank 2 (chosen).
+as at most 1.5, nearer rank 1 than rank 2 (chosen). The hub checks tell the hub apart only if the
+other layer fails them: each waits for its control on the other layer (`U2.other_srank` above 1.5,
+`U2.other_value_ratio` below 0.5, means over the seeds), since a layer picked as the argmax of the
+attention to j* passes a check that both layers pass. `U2.hub_then_identity` is the paper's order,
+a broadcast hub and then a layer that is nearly the identity: per seed, the second layer's
+attention update norm relative to its input over the first layer's, mean over the seeds, at most
+0.1 (chosen: the second layer changes the stream by at most a tenth of what the hub writes; the
+paper gives no number); the note gives each seed's hub and both norms.
 
 **Derivation.** *Task*: Eq. 3 of the paper, as the reference's `make_task` (x ~ N(0, I_64), L =
 32, alpha = 1, every token in the loss). *Model* (reference

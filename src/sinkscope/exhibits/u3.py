@@ -25,10 +25,14 @@ SHARES = {
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     heads = read_tables(inputs["heads"], settings["models"])
+    units = dx.read_units(inputs["units"], settings["models"])
     found = dx.sink_events(heads, settings["registers"], settings["first_counted_layer"])
+    per_input = {
+        m: dx.with_units(dx.per_input_locations(h, found[m]), units[m]) for m, h in heads.items()
+    }
     return {
         "table": stack({m: dx.layer_transitions(h, found[m]) for m, h in heads.items()}),
-        "per_input": stack({m: dx.per_input_locations(h, found[m]) for m, h in heads.items()}),
+        "per_input": stack(per_input),
     }
 
 
@@ -65,7 +69,8 @@ def measure(
     def pattern(sample: np.ndarray) -> bool:
         return modes(sample, early, deep) == (first, other)
 
-    holds, interval = dx.over_inputs(pattern, counts, unit=target.unit)
+    clusters = dx.input_units(per_input)
+    holds, interval = dx.over_inputs(pattern, counts, unit=target.independent, clusters=clusters)
     parts = []
     for name, layers in (("early", early), ("deep", deep)):
         shares = third_shares(counts, layers)
@@ -117,12 +122,12 @@ on a register. CLS holds it in early layers, specific patch tokens deeper.
 
 **Pipeline.** The diagnostics stage (`diagnostics.layer_transitions`): per layer, the share of
 counted sink events on the first token, a register or another token, and the events per input;
-`per_input` holds the events per (image, layer, location). The claim holds when the most frequent
-location (the largest share of a layer's events, averaged over the third's layers) over the first
-third of the layers is the first token (CLS) and over the last third another token (a patch); the
-boolean is bootstrapped over the images, so its interval says whether the pattern holds in every
-resample, in none or in some. Measured on the image claim model (`diagnostics.claim_models.image`);
-every other ViT is in the table.
+`per_input` holds the events per (image, layer, location). The claim holds when the most
+frequent location (the largest share of a layer's events, averaged over the third's layers) over
+the first third of the layers is the first token (CLS) and over the last third another token (a
+patch); the boolean is bootstrapped over the photographs the images were cut from, so its
+interval says whether the pattern holds in every resample, in none or in some. Measured on the
+image claim model (`diagnostics.claim_models.image`); every other ViT is in the table.
 
 **Extension: the same claims on an LLM (U3-U5, U7).** The Unifying View finds sinks in ViTs and
 LLMs alike, and applies these diagnostics to ViTs. The same statements are measured on the text
@@ -149,8 +154,9 @@ model's counted events per image (`U5.events_per_image`, `U5.nop_per_image`,
 exact Poisson (Garwood) interval of the rate over the images (`stats.event_rate`); a control is
 met when the whole interval is at or above the paper's rate. U3 and U4 need all counted events
 at 0.45 per image, U5 its two classes at 0.25 (NOP) and 0.09 (Broadcast), U6 the register events
-at 0.45. A model with fewer sinks than that leaves these claims inconclusive at this scale: a
-pattern read from a few events is not the paper's statement. Two differences from the reference
+at 0.45. A model with fewer sinks than that leaves these claims not testable at this scale (an
+interval that straddles the rate: inconclusive): a pattern read from a few events is not the
+paper's statement. Two differences from the reference
 count: its NOP-like / broadcast-like split uses the raw value-norm ratio alone (broadcast-like:
 ratio >= 0.5, no stable-rank condition), while the sink classes here use the projected ratio and
 the stable rank (the reference's definition for the pretrained DINOv2 models), so the Broadcast

@@ -21,14 +21,43 @@ NOP, BROADCAST = dx.CLASSES.index("NOP"), dx.CLASSES.index("Broadcast")
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     heads = read_tables(inputs["heads"], settings["models"])
+    units = dx.read_units(inputs["units"], settings["models"])
     found = dx.sink_events(heads, settings["registers"], settings["first_counted_layer"])
-    per_input = stack({m: dx.per_input_classes(h, found[m]) for m, h in heads.items()})
+    per_input = {}
+    for m, h in heads.items():
+        classes = broadcast_similarity(dx.per_input_classes(h, found[m]), found[m])
+        per_input[m] = dx.with_units(classes, units[m])
+    per_input = stack(per_input)
     return {
         "table": stack({m: f[dx.EVENT_COLUMNS] for m, f in found.items()}),
         "counts": stack({m: dx.regime_counts(f) for m, f in found.items()}),
         "per_input": per_input,
         "claim": dx.over_inputs_per_model(per_input, by_depth, both),
     }
+
+
+def broadcast_similarity(per_input: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
+    """The per-input class counts with `broadcast_similarity`: per (sample, band), the summed
+    change of token similarity the Broadcast sink events' heads make (`delta_similarity`)."""
+    broadcast = found[found.sink_class == "Broadcast"]
+    sums = broadcast.groupby(["sample", "band"]).delta_similarity.sum()
+    sums = sums.rename("broadcast_similarity").reset_index()
+    merged = per_input.merge(sums, on=["sample", "band"], how="left")
+    return merged.fillna({"broadcast_similarity": 0.0})
+
+
+def mean_similarity_change(per_sample: np.ndarray) -> float:
+    """From per-input (Broadcast events, their summed similarity change), the mean change per
+    Broadcast event; NaN without events."""
+    events = per_sample[:, 0].sum()
+    return float(per_sample[:, 1].sum() / events) if events else float("nan")
+
+
+def two_regimes(counts: np.ndarray) -> float:
+    """% of the events (inputs, ..., class) in one of the two regimes, NOP or Broadcast, rather
+    than between them ("other"); NaN without events."""
+    total = counts.sum()
+    return float(100 * counts[..., [NOP, BROADCAST]].sum() / total) if total else float("nan")
 
 
 def by_depth(per_input: pd.DataFrame) -> np.ndarray:
@@ -61,7 +90,8 @@ def measure(
 ) -> dict[str, Measured]:
     per_input = tables["per_input"][tables["per_input"].model == model]
     counts = by_depth(per_input)  # (inputs, depth, class)
-    value, interval = dx.over_inputs(both, counts, unit=target.unit)
+    clusters = dx.input_units(per_input)
+    value, interval = dx.over_inputs(both, counts, unit=target.independent, clusters=clusters)
     shallow, deep = counts.sum((0, 2))
     events = f"{shallow} early+middle and {deep} deep events over {len(counts)} {target.unit}"
     if shallow and deep:
@@ -80,12 +110,31 @@ def measure(
         return Measured(value, model, note, interval)
 
     per = target.per
-    return {
+    found = {
         "nop_early_broadcast_deep": Measured(float(value), model, note, interval),
         f"events_per_{per}": rate(counts.sum(), "counted sink events"),
         f"nop_per_{per}": rate(counts[..., NOP].sum(), "NOP sink events"),
         f"broadcast_per_{per}": rate(counts[..., BROADCAST].sum(), "Broadcast sink events"),
     }
+    if target.prefix:  # the two claims below are the paper's on ViTs, not extended to LLMs
+        return found
+    over = {"unit": target.independent, "clusters": clusters}
+    value, interval = dx.over_inputs(two_regimes, counts, **over)
+    total = counts.sum()
+    note = (
+        f"{counts[..., NOP].sum()} NOP and {counts[..., BROADCAST].sum()} Broadcast of {total} "
+        f"counted sink events, {counts[..., 2].sum()} between them (other); {len(counts)} "
+        f"{target.unit}"
+    )
+    found["two_regimes"] = Measured(value, model, note, interval)
+    sums = per_input.groupby("sample")[["Broadcast", "broadcast_similarity"]].sum().to_numpy()
+    value, interval = dx.over_inputs(mean_similarity_change, sums, **over)
+    note = (
+        f"mean change of token similarity by the head of a Broadcast sink event: {value:+.4f} over "
+        f"{int(sums[:, 0].sum())} events in {len(sums)} {target.unit}"
+    )
+    found["broadcast_raises_similarity"] = Measured(value, model, note, interval)
+    return found
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
@@ -117,13 +166,21 @@ norms and rank-1 updates.
 **Pipeline.** `diagnostics.events` and `diagnostics.regime_counts`: the counted events with
 ratio_out, srank, class and band (thirds of the depth); `per_input` holds the events per (image,
 band, class). The claim value is the smaller of two differences: the NOP share of the events in
-the early + middle thirds minus in the deep third, and the Broadcast share in the deep third minus
-in the early + middle thirds (positive when both hold), bootstrapped over the images; the paper
-gives the order without a size, so the threshold is 0. U5 also reports the rates of U3-U6's
-controls (see U3): all counted events, NOP and Broadcast events per image. The claim's controls
-are its two classes at the paper's rates, 0.25 NOP and 0.09 Broadcast events per image: without
-Broadcast events the Broadcast shares differ by 0 and the claim would fail for want of the
-events it is about.
+the early + middle thirds minus in the deep third, and the Broadcast share in the deep third
+minus in the early + middle thirds (positive when both hold), bootstrapped over the photographs
+the images were cut from; the paper gives the order without a size, so the threshold is 0. U5
+also reports the rates of U3-U6's controls (see U3): all counted events, NOP and Broadcast
+events per image. The claim's controls are its two classes at the paper's rates, 0.25 NOP and
+0.09 Broadcast events per image: without Broadcast events the Broadcast shares differ by 0 and
+the claim would fail for want of the events it is about.
+
+Two more claims on the image claim model, with the same controls: `U5.two_regimes`, the % of the
+counted events in one of the two regimes (NOP or Broadcast) rather than between them ("other"),
+above 50 (chosen: the paper's two distinct clusters read as most events in one of them); and
+`U5.broadcast_raises_similarity`, the mean change of token similarity that the head of a
+Broadcast sink event makes (its update added to the residual stream, `delta_similarity` of the
+extraction), above 0: the Broadcast hypothesis's shared payload raises token similarity. Both are
+bootstrapped over the photographs.
 """
 
 CAPTION = r"""

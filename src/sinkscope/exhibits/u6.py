@@ -16,9 +16,15 @@ NOP = dx.CLASSES.index("NOP")
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     heads = read_tables(inputs["heads"], settings["models"])
+    units = dx.read_units(inputs["units"], settings["models"])
     found = dx.sink_events(heads, settings["registers"], settings["first_counted_layer"])
     on_registers = {m: f[f.location == "register"] for m, f in found.items()}
-    per_input = stack({m: dx.per_input_classes(h, on_registers[m]) for m, h in heads.items()})
+    per_input = stack(
+        {
+            m: dx.with_units(dx.per_input_classes(h, on_registers[m]), units[m])
+            for m, h in heads.items()
+        }
+    )
     return {
         "table": stack({m: f[dx.EVENT_COLUMNS] for m, f in on_registers.items()}),
         "counts": stack({m: dx.regime_counts(f) for m, f in on_registers.items()}),
@@ -42,7 +48,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     model = settings["claim_model"]
     per_input = tables["per_input"][tables["per_input"].model == model]
     counts = _counts(per_input)  # (inputs, classes)
-    nop, interval = dx.over_inputs(nop_percent, counts, unit="images")
+    clusters = dx.input_units(per_input)
+    nop, interval = dx.over_inputs(nop_percent, counts, unit="photographs", clusters=clusters)
     n_events, n_images = int(counts.sum()), len(counts)
     note = f"{counts[:, NOP].sum()} NOP of {n_events} register sink events over {n_images} images"
     rate, rate_interval = dx.per_input(n_events, n_images, "images")
@@ -72,11 +79,11 @@ class split of those sinks, the majority being NOP.
 
 **Pipeline.** Runs only on models with registers (paper scale: DINOv2 with registers; default
 scale: the seed-0 register variants trained for U8); the claims are measured on
-`diagnostics.claim_models.registers`. The table keeps the counted events that sit on
-a register, `per_input` their count per (image, band, class); the claim value is the % NOP among
-them, bootstrapped over the images, above 50 (most is more than half). Its control,
-`U6.register_events_per_image`, is the rate of those events with its exact Poisson interval, at
-least the paper's 0.45 sink events per image (see U3).
+`diagnostics.claim_models.registers`. The table keeps the counted events that sit on a register,
+`per_input` their count per (image, band, class); the claim value is the % NOP among them,
+bootstrapped over the photographs the images were cut from, above 50 (most is more than half).
+Its control, `U6.register_events_per_image`, is the rate of those events with its exact Poisson
+interval, at least the paper's 0.45 sink events per image (see U3).
 """
 
 CAPTION = r"""

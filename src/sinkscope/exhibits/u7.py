@@ -24,11 +24,15 @@ SIGNATURES = {
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     models = settings["models"]
     heads, qk = read_tables(inputs["heads"], models), read_tables(inputs["qk"], models)
+    units = dx.read_units(inputs["units"], models)
     min_rate, first = settings["min_event_rate"], settings["first_counted_layer"]
     columns = ["event_relaxed", "massive_activation"]
+    per_input = {
+        m: dx.with_units(dx.per_input_heads(h, columns, first), units[m]) for m, h in heads.items()
+    }
     return {
         "table": stack({m: dx.mechanism(h, qk[m], min_rate, first) for m, h in heads.items()}),
-        "per_input": stack({m: dx.per_input_heads(h, columns, first) for m, h in heads.items()}),
+        "per_input": stack(per_input),
     }
 
 
@@ -71,13 +75,12 @@ def signatures(
         sink = sink_heads(flags)
         return float(np.median(np.median(norms[:, sink], axis=0))) if sink.any() else np.nan
 
-    n_sink, count_interval = dx.over_inputs(count, events, unit=target.unit)
+    over = {"unit": target.independent, "clusters": dx.input_units(per_input)}
+    n_sink, count_interval = dx.over_inputs(count, events, **over)
     # resamples without sink heads (or without other heads) compare nothing: left out, while the
     # control U7.sink_heads says whether every resample has sink heads
-    difference, peak_interval = dx.over_inputs(peak_difference, events, unit=target.unit)
-    massive_value, massive_interval = dx.over_inputs(
-        sink_massive, events, massive, unit=target.unit
-    )
+    difference, peak_interval = dx.over_inputs(peak_difference, events, **over)
+    massive_value, massive_interval = dx.over_inputs(sink_massive, events, massive, **over)
     sink = sink_heads(events)
     heads = f"{int(n_sink)} sink heads (event rate >= {min_rate:g}) of {len(sink)} heads"
     heads += f" over {n_inputs} {target.unit}"
@@ -132,17 +135,18 @@ activation at the sink position.
 
 **Pipeline.** `diagnostics.mechanism`: a sink head has a relaxed sink event on at least 50 % of the
 inputs (`diagnostics.intervention.min_event_rate`), layers from `first_counted_layer` on;
-`per_input` holds the event flag and massive activation per (image, layer, head). The first claim
-is the median QK spectral peak of sink heads minus that of the other heads (above 0: the paper
-names the signature without a size); the second is the median over sink heads of their median
-massive activation at the sink, at least 10 (an order of magnitude above the layer's median
-token norm: the paper gives no number for "massive"). `U7.sink_heads` counts the sink heads.
-All three are bootstrapped over the images: each resample chooses the sink heads again (the QK
-spectra come from the weights). Control: at least 3 sink heads in every resample; a median over
-one or two heads is one head's value or the mean of two, and from three heads on it withstands
-one aberrant head. Deviation from the reference code: its Figure 7A takes a head with at least 50
-sink events among 4096 images (1.2 %); at the default 64 images that rule would make a sink head
-of any head with a single event, so a sink head here sinks on most of the inputs.
+`per_input` holds the event flag and massive activation per (image, layer, head). The first
+claim is the median QK spectral peak of sink heads minus that of the other heads (above 0: the
+paper names the signature without a size); the second is the median over sink heads of their
+median massive activation at the sink, at least 10 (an order of magnitude above the layer's
+median token norm: the paper gives no number for "massive"). `U7.sink_heads` counts the sink
+heads. All three are bootstrapped over the photographs the images were cut from (all crops of
+one drawn together): each resample chooses the sink heads again (the QK spectra come from the
+weights). Control: at least 3 sink heads in every resample; a median over one or two heads is
+one head's value or the mean of two, and from three heads on it withstands one aberrant head.
+Deviation from the reference code: its Figure 7A takes a head with at least 50 sink events among
+4096 images (1.2 %); at the default 64 images that rule would make a sink head of any head with
+a single event, so a sink head here sinks on most of the inputs.
 """
 
 CAPTION = r"""

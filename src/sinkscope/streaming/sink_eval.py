@@ -72,9 +72,11 @@ def streaming_ppl(
 @torch.no_grad()
 def first_token_mass(model: torch.nn.Module, windows: torch.Tensor) -> list[dict[str, float]]:
     """Per window and layer: the first key's alpha (mean attention of the queries that see it,
-    `sinkscope.metrics.first_token_alpha`) averaged over heads, the sink rate (% of heads whose
-    alpha exceeds `SINK_RATE_EPS`, Gu et al.'s criterion of a sink head) and the weight left on
-    the sink logit by queries i >= 1, averaged over heads."""
+    `sinkscope.metrics.first_token_alpha`) averaged over heads, the same alpha of the attention
+    renormalised over the real keys (each query's weights divided by their sum, so that the
+    weight a learned sink logit takes does not lower it by itself: `first_token_share`), the
+    sink rate (% of heads whose alpha exceeds `SINK_RATE_EPS`, Gu et al.'s criterion of a sink
+    head) and the weight left on the sink logit by queries i >= 1, averaged over heads."""
     device = next(model.parameters()).device
     out = model(input_ids=windows.to(device), output_attentions=True)
     visible = causal_mask(windows.shape[1])
@@ -82,12 +84,16 @@ def first_token_mass(model: torch.nn.Module, windows: torch.Tensor) -> list[dict
     for layer, attn in enumerate(a.float().cpu() for a in out.attentions):
         alpha = first_token_alpha(attn, visible)  # (batch, heads)
         first, rate = alpha.mean(-1), 100 * (alpha > SINK_RATE_EPS).float().mean(-1)
-        spare = (1 - attn.sum(-1)[..., 1:].mean(-1)).mean(-1)  # weight left on the sink logit
+        on_keys = attn.sum(-1)  # 1 less the weight left on the sink logit, per query
+        spare = (1 - on_keys[..., 1:].mean(-1)).mean(-1)
+        real = attn / on_keys.clamp_min(torch.finfo(attn.dtype).tiny)[..., None]
+        share = first_token_alpha(real, visible).mean(-1)
         rows += [
             {
                 "window": window,
                 "layer": layer,
                 "first_token_mass": float(first[window]),
+                "first_token_share": float(share[window]),
                 "first_token_sink_rate": float(rate[window]),
                 "sink_logit_mass": float(spare[window]),
             }
