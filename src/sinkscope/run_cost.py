@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import plotting
 from .jobs import STARTUP_SUFFIX
 
 COLUMNS = ["rule", "jobs", "wall_min", "cpu_min", "max_rss_mb"]
@@ -94,6 +93,8 @@ def summarise(jobs: pd.DataFrame, startups: list[float] | None = None) -> pd.Dat
 
 def figure(summary: pd.DataFrame, scale: str, top: int = 15):
     """Wall and CPU minutes of the `top` costliest rules, the others summed in one bar."""
+    from . import plotting  # here, not at the top: the workflow imports this module to plan
+
     rules = summary[~summary.rule.isin(SUMMARY_ROWS)]
     if len(rules) > top:
         rest = rules.iloc[top:]

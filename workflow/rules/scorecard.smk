@@ -35,6 +35,9 @@ rule scorecard:
         "../scripts/scorecard.py"
 
 
+from sinkscope.run_cost import job_key
+
+
 def _benchmarked_upstream(path, found, seen):
     """Add to `found` the benchmarked job (`<rule>/<job>`) that writes `path` and every one
     upstream of it, walking the rules' own outputs and inputs (Snakemake's Rule API)."""
@@ -47,7 +50,7 @@ def _benchmarked_upstream(path, found, seen):
         wildcards = rule.get_wildcards(path)
         if rule.benchmark:
             benchmark = Path(str(rule.expand_benchmark(wildcards)))
-            found.add(f"{benchmark.parent.name}/{benchmark.stem}")
+            found.add(job_key(benchmark.parent.name, benchmark.stem))
         for upstream in rule.expand_input(wildcards)[0]:
             _benchmarked_upstream(str(upstream), found, seen)
         return
