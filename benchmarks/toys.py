@@ -5,10 +5,10 @@
 Runs each toy's training loop (`sinkscope.toys.train.train`: the recipe's model, task, batch,
 optimiser and logging) for a few steps on the CPU with one torch thread, and prints the steps per
 CPU-second of this process (after a 3-step warm-up; CPU time, so other work on the machine does
-not count) in the precision the steps ran in (float32 unless the recipe asks for bfloat16 and
-the CPU computes it natively), the runs and steps the configuration asks for (U1: its
-replicates and the other settings of its sweep), and the CPU-minutes that makes (D5: its
-largest setting, an upper bound).
+not count) in the precision the steps ran in (float32 unless the recipe asks for bfloat16,
+emulated where the CPU has no bfloat16 units), the runs and steps the configuration asks for
+(U1: its replicates and the other settings of its sweep), and the CPU-minutes that makes (D5:
+its largest setting, an upper bound).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 from conftest import REPO
@@ -16,6 +17,23 @@ def test_shipped_configs_are_valid(override):
     if override:
         paths.append(REPO / "config" / override)
     validate_config(load_config(paths), schema_path())
+
+
+def _named_rows(text: str) -> set[str]:
+    """The scorecard rows a config file's comments name (e.g. S3.sinks_match_recomputation)."""
+    return set(re.findall(r"\b[USD]\d(?:\.llm)?\.[a-z][a-z0-9_]*\b", text))
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "extended.yaml"])
+def test_the_rows_a_tier_names_for_its_settings_are_claims_of_the_catalogue(name):
+    from sinkscope.catalogue import load_claims
+
+    claims = {claim["id"] for claim in load_claims()}
+    assert _named_rows("# serves U5.llm.nop_early_broadcast_deep and U9.gone") - claims == {
+        "U9.gone"
+    }
+    named = _named_rows((REPO / "config" / name).read_text())
+    assert named - claims == set()
 
 
 def test_merge_is_key_by_key_and_replaces_lists():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pandas as pd
 import pytest
 
 from sinkscope import run_cost
@@ -91,3 +92,84 @@ def test_a_job_start_logs_its_start_up_beside_its_log(tmp_path):
     assert found.device == "cpu" and found.recorder.record()["rule"] == "tables_X"
     startup = run_cost.read_startups(tmp_path / "logs")
     assert len(startup) == 1 and 0 < startup[0] < 3600  # this test process's age
+
+
+def _jobs(**minutes):
+    """Benchmarked jobs {"rule/job": wall minutes}, as `read_benchmarks` gives them."""
+    rows = [(*key.split("/"), 60.0 * m) for key, m in minutes.items()]
+    return pd.DataFrame(rows, columns=["rule", "job", "wall_s"])
+
+
+CARD = pd.DataFrame(
+    [
+        ("X", "X.one", "replication", "replicated"),
+        ("Y", "Y.a", "replication", "inconclusive at this scale"),
+        ("Y", "Y.b", "check", "replicated"),
+        ("Y", "Y.c", "replication", "not testable at this scale"),
+        ("Z", "Z.a", "replication", "not run"),
+    ],
+    columns=["exhibit", "claim_id", "kind", "verdict"],
+)
+
+
+def test_a_job_feeding_several_exhibits_splits_its_minutes_among_their_claims():
+    jobs = _jobs(**{"extract/a": 10, "tables_X/all": 1, "tables_Y/all": 2, "atlas/a": 3})
+    feeds = {
+        "X": ["tables_X/all", "extract/a"],
+        "Y": ["tables_Y/all", "extract/a", "extract/not-benchmarked"],
+    }
+    per_claim = run_cost.claim_cost(jobs, feeds, CARD).set_index("claim_id")
+    # extract/a: 10 minutes over the 4 claims of X and Y; tables_Y: 2 over Y's 3 claims
+    assert per_claim.job_min.to_dict() == pytest.approx(
+        {"X.one": 3.5, "Y.a": 2 / 3 + 2.5, "Y.b": 2 / 3 + 2.5, "Y.c": 2 / 3 + 2.5, "Z.a": 0.0},
+        abs=1e-3,
+    )
+    assert per_claim.jobs.to_dict() == {"X.one": 2, "Y.a": 2, "Y.b": 2, "Y.c": 2, "Z.a": 0}
+    assert per_claim.loc["X.one", "share"] == pytest.approx(3.5 / 16, abs=1e-4)
+
+    states = run_cost.cost_by_verdict(per_claim.reset_index(), jobs).set_index("verdict")
+    assert list(states.index) == [
+        "replicated",
+        "inconclusive at this scale",
+        "not testable at this scale",
+        "not run",
+        run_cost.NO_CLAIM,
+        "job total",
+    ]
+    assert states.job_min.to_dict() == pytest.approx(
+        {
+            "replicated": 3.5 + 2 / 3 + 2.5,
+            "inconclusive at this scale": 2 / 3 + 2.5,
+            "not testable at this scale": 2 / 3 + 2.5,
+            "not run": 0.0,
+            run_cost.NO_CLAIM: 3.0,  # the atlas page feeds no claim
+            "job total": 16.0,
+        },
+        abs=2e-3,
+    )
+    assert states.loc["replicated", ["claims", "replications"]].tolist() == [2, 1]
+    assert states.loc["job total", ["claims", "replications"]].tolist() == [5, 4]
+    assert states.loc[run_cost.NO_CLAIM, "share"] == pytest.approx(3 / 16, abs=1e-4)
+
+
+def test_a_job_whose_exhibit_has_no_claim_on_the_card_feeds_no_claim():
+    jobs = _jobs(**{"tables_W/all": 4, "tables_X/all": 1})
+    per_claim = run_cost.claim_cost(jobs, {"W": ["tables_W/all"], "X": ["tables_X/all"]}, CARD)
+    states = run_cost.cost_by_verdict(per_claim, jobs).set_index("verdict")
+    assert states.loc[run_cost.NO_CLAIM, "job_min"] == pytest.approx(4.0)
+    assert states.loc["replicated", "job_min"] == pytest.approx(1.0)
+
+
+@pytest.mark.integration
+def test_the_smoke_run_attributes_its_job_minutes_to_the_claims_they_fed(smoke):
+    per_claim = pd.read_csv(smoke / "results" / "claim_cost.csv").set_index("claim_id")
+    card = pd.read_csv(smoke / "results" / "scorecard.csv")
+    assert sorted(per_claim.index) == sorted(card.claim_id)
+    states = pd.read_csv(smoke / "results" / "claim_cost_by_verdict.csv").set_index("verdict")
+    total = states.loc["job total", "job_min"]
+    cost = pd.read_csv(smoke / "results" / "run_cost.csv").set_index("rule")
+    assert total == pytest.approx(cost.loc["job total", "wall_min"], abs=0.01)
+    assert states.drop(index="job total").job_min.sum() == pytest.approx(total, abs=0.01)
+    # the extraction of the text model feeds S2's claims; the atlas pages feed none
+    assert per_claim.loc[per_claim.exhibit == "S2", "jobs"].min() >= 4
+    assert 0 < states.loc[run_cost.NO_CLAIM, "job_min"] < total

@@ -123,23 +123,28 @@ def test_checkpoint_with_arbitrary_objects_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_bfloat16_autocast_only_where_the_cpu_computes_it_natively(monkeypatch, native):
+def test_bfloat16_autocast_on_every_cpu_noted_where_emulated(monkeypatch, caplog, native):
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: native)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    training._note_emulated.cache_clear()
     assert training.native_bfloat16("cpu") is native
-    with training.autocast("cpu", "bfloat16"):
-        assert torch.is_autocast_enabled("cpu") is native
+    with (
+        caplog.at_level("WARNING", logger="sinkscope.training"),
+        training.autocast("cpu", "bfloat16"),
+    ):
+        assert torch.is_autocast_enabled("cpu")
         product = torch.ones(2, 2) @ torch.ones(2, 2)
-    assert product.dtype == (torch.bfloat16 if native else torch.float32)
+    assert product.dtype == torch.bfloat16
+    assert ("emulated" in caplog.text) is not native
     with training.autocast("cpu", "float32"):
         assert not torch.is_autocast_enabled("cpu")
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_float32_unless_bfloat16_is_asked_for(monkeypatch, native):
+def test_a_step_runs_in_the_precision_asked_for_whatever_the_host(monkeypatch, native):
     monkeypatch.setattr(training, "native_bfloat16", lambda device: native)
     assert training.step_precision("cpu", "float32") == "float32"
-    assert training.step_precision("cpu", "bfloat16") == ("bfloat16" if native else "float32")
+    assert training.step_precision("cpu", "bfloat16") == "bfloat16"
     with training.autocast("cpu", "float32"):
         assert not torch.is_autocast_enabled("cpu")
 

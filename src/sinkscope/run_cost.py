@@ -1,6 +1,7 @@
 """The cost of a run: wall time, CPU time and peak memory per rule, from Snakemake's benchmark
 files (`logs/benchmark/<rule>/<job>.tsv`, one per job, rewritten by each run of that job), and
-the jobs' start-up, from the `<log>.startup` file `jobs.start` writes beside each job's log."""
+the jobs' start-up, from the `<log>.startup` file `jobs.start` writes beside each job's log;
+then the same job-minutes attributed to the scorecard's claims they feed, summed by verdict."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import plotting
 from .jobs import STARTUP_SUFFIX
 
 COLUMNS = ["rule", "jobs", "wall_min", "cpu_min", "max_rss_mb"]
 SUMMARY_ROWS = ("start-up", "job total", "total")  # after the rules'
+NO_CLAIM = "feeds no claim"  # the by-verdict row of jobs upstream of no claim (atlas, scorecard)
 
 
 def read_benchmarks(folder: str | Path) -> pd.DataFrame:
@@ -92,6 +93,8 @@ def summarise(jobs: pd.DataFrame, startups: list[float] | None = None) -> pd.Dat
 
 def figure(summary: pd.DataFrame, scale: str, top: int = 15):
     """Wall and CPU minutes of the `top` costliest rules, the others summed in one bar."""
+    from . import plotting  # here, not at the top: the workflow imports this module to plan
+
     rules = summary[~summary.rule.isin(SUMMARY_ROWS)]
     if len(rules) > top:
         rest = rules.iloc[top:]
@@ -112,3 +115,63 @@ def figure(summary: pd.DataFrame, scale: str, top: int = 15):
         f"{int(total.loc['total', 'jobs'])} jobs"
     )
     return fig
+
+
+def job_key(rule: str, job: str) -> str:
+    """A benchmarked job's name in the lineage: `<rule>/<job>`, its benchmark file's path under
+    `logs/benchmark/` without the suffix."""
+    return f"{rule}/{job}"
+
+
+def claim_cost(jobs: pd.DataFrame, feeds: dict[str, list[str]], card: pd.DataFrame) -> pd.DataFrame:
+    """Each claim of the scorecard `card` (exhibit, claim_id, kind, verdict) with the job-minutes
+    that fed it. `feeds` lists, per exhibit, the jobs (`job_key`) upstream of its tables, claims
+    and figure; a job's wall minutes are split evenly among the claims of every exhibit it feeds
+    (an extraction read by five exhibits of ten claims gives each claim a tenth). Columns: the
+    card's, `jobs` (how many jobs fed the claim), `job_min` and `share` (of the run's
+    job-minutes)."""
+    claims = card[["exhibit", "claim_id", "kind", "verdict"]].reset_index(drop=True)
+    per_exhibit = claims.groupby("exhibit").size()
+    minutes = jobs.assign(key=[job_key(r, j) for r, j in zip(jobs.rule, jobs.job, strict=True)])
+    minutes = minutes.set_index("key").wall_s / 60
+    fed = pd.DataFrame(
+        [(exhibit, key) for exhibit, keys in feeds.items() for key in keys if key in minutes.index],
+        columns=["exhibit", "key"],
+    )
+    fed = fed[fed.exhibit.isin(per_exhibit.index)]
+    claims_fed = fed.exhibit.map(per_exhibit).groupby(fed.key).transform("sum")
+    fed = fed.assign(per_claim=fed.key.map(minutes) / claims_fed)
+    cost = fed.groupby("exhibit").agg(jobs=("key", "size"), job_min=("per_claim", "sum"))
+    found = claims.join(cost, on="exhibit").fillna({"jobs": 0, "job_min": 0.0})
+    total = minutes.sum()
+    return found.assign(
+        jobs=found.jobs.astype(int),
+        share=found.job_min / total if total else 0.0,
+    ).round({"job_min": 3, "share": 4})
+
+
+def cost_by_verdict(per_claim: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
+    """The job-minutes of `claim_cost` summed per verdict (most first: claims, replications
+    among them, job-minutes, share of the run), then `NO_CLAIM` (the minutes no claim was fed
+    by) and `job total`."""
+    total = jobs.wall_s.sum() / 60
+    states = (
+        per_claim.groupby("verdict", sort=False)
+        .agg(
+            claims=("claim_id", "size"),
+            replications=("kind", lambda kind: int((kind == "replication").sum())),
+            job_min=("job_min", "sum"),
+        )
+        .sort_values("job_min", ascending=False, kind="stable")
+        .reset_index()
+    )
+    attributed = states.job_min.sum()
+    rest = pd.DataFrame(
+        [[NO_CLAIM, 0, 0, total - attributed], ["job total", len(per_claim), 0, total]],
+        columns=states.columns,
+    )
+    rest.loc[1, "replications"] = states.replications.sum()
+    found = pd.concat([states, rest], ignore_index=True)
+    return found.assign(share=found.job_min / total if total else 0.0).round(
+        {"job_min": 3, "share": 4}
+    )

@@ -8,16 +8,19 @@ states of the run's random generators, the step and the log; a resumed run conti
 where an interrupted one stopped (bit-identical on the CPU). Checkpoints hold tensors and plain
 containers of numbers and strings only and are read with `weights_only=True`; the checkpoint of
 a finished run is removed. A step runs in float32 unless its trainer is set to bfloat16; then
-`autocast` gives it bfloat16 mixed precision where the device computes bfloat16 natively
-(`step_precision` alone decides), so by default a run computes the same on every host.
+`autocast` gives it bfloat16 mixed precision on every host (`step_precision` alone decides),
+emulated, and slower than float32, where the CPU has no bfloat16 units: a configuration computes
+in one precision whatever the machine, so its verdicts do not depend on the host's hardware.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import inspect
 import json
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -73,15 +76,26 @@ def native_bfloat16(device: str | torch.device) -> bool:
 
 
 def step_precision(device: str | torch.device, precision: str) -> str:
-    """The precision a step set to `precision` runs in on `device`: bfloat16 when asked for and
-    computed natively there (`native_bfloat16`), else float32."""
-    return "bfloat16" if precision == "bfloat16" and native_bfloat16(device) else "float32"
+    """The precision a step set to `precision` runs in: the one asked for, on every device (a
+    precision chosen by the hardware would make the verdicts depend on the host)."""
+    return "bfloat16" if precision == "bfloat16" else "float32"
+
+
+@functools.cache
+def _note_emulated(device: torch.device) -> None:
+    """Log, once per process and device, that its bfloat16 steps are emulated."""
+    logging.getLogger(__name__).warning(
+        "bfloat16 steps on %s, which has no bfloat16 units: emulated, slower than float32", device
+    )
 
 
 def autocast(device: str | torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """bfloat16 autocast where `step_precision` says bfloat16; otherwise nothing changes."""
+    """bfloat16 autocast where `step_precision` says bfloat16 (noted in the log as emulated on a
+    device without `native_bfloat16`); otherwise nothing changes."""
     device = torch.device(device)
     enabled = step_precision(device, precision) == "bfloat16"
+    if enabled and not native_bfloat16(device):
+        _note_emulated(device)
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
 
 

@@ -1,6 +1,6 @@
 # scorecard: every claim of the catalogue against its measured value and interval, with a
 # verdict, as tables and a forest plot (replications counted, checks listed apart); then the
-# cost of the run, summed from every job's benchmark file.
+# cost of the run, summed from every job's benchmark file, and attributed to the claims it fed.
 
 
 rule scorecard:
@@ -35,21 +35,67 @@ rule scorecard:
         "../scripts/scorecard.py"
 
 
+from sinkscope.run_cost import job_key
+
+
+def _benchmarked_upstream(path, found, seen):
+    """Add to `found` the benchmarked job (`<rule>/<job>`) that writes `path` and every one
+    upstream of it, walking the rules' own outputs and inputs (Snakemake's Rule API)."""
+    if path in seen:
+        return
+    seen.add(path)
+    for rule in workflow.rules:
+        if rule.name == "all" or not rule.is_producer(path):
+            continue
+        wildcards = rule.get_wildcards(path)
+        if rule.benchmark:
+            benchmark = Path(str(rule.expand_benchmark(wildcards)))
+            found.add(job_key(benchmark.parent.name, benchmark.stem))
+        for upstream in rule.expand_input(wildcards)[0]:
+            _benchmarked_upstream(str(upstream), found, seen)
+        return
+
+
+def claim_feeds():
+    """{exhibit: the benchmarked jobs upstream of its tables, claims and figure} for every
+    exhibit this scale runs (read when the DAG is built, once every rule is defined)."""
+    feeds = {}
+    for exhibit_id, exhibit in EXHIBITS.items():
+        found, seen = set(), set()
+        own = [*exhibit.table_paths().values(), *figure_files(exhibit_id)]
+        for path in own + ([claims_file(exhibit_id)] if exhibit_id in CLAIMED else []):
+            _benchmarked_upstream(path, found, seen)
+        feeds[exhibit_id] = sorted(found)
+    return feeds
+
+
 rule run_cost:
     """Wall time, CPU time and peak memory per rule, summed over the benchmark files of the jobs
     that produced the current results (each job's latest run): it waits for every other target of
-    the run, the atlas pages included, so that no job's benchmark is written after it."""
+    the run, the atlas pages included, so that no job's benchmark is written after it. The same
+    job-minutes per claim of the scorecard (split evenly among the claims each job feeds) and
+    summed per verdict."""
     input:
         exhibit_targets(),
         rules.scorecard.output,
         atlas_targets(),
+        card=rules.scorecard.output.csv,
     output:
         table="results/run_cost.csv",
         table_prov="results/run_cost.csv.prov.json",
         png=report("figures/run_cost.png", caption="../report/run_cost.rst", category="Scorecard"),
         pdf="figures/run_cost.pdf",
+        claims="results/claim_cost.csv",
+        claims_prov="results/claim_cost.csv.prov.json",
+        verdicts=report(
+            "results/claim_cost_by_verdict.csv",
+            caption="../report/claim_cost.rst",
+            category="Scorecard",
+        ),
+        verdicts_prov="results/claim_cost_by_verdict.csv.prov.json",
     params:
         benchmarks="logs/benchmark",
+        feeds=lambda wildcards: claim_feeds(),
         logs="logs",
         scale=config["scale"],
         code=code_of("run_cost.py"),

@@ -140,8 +140,8 @@ def train(
 
     With a `checkpoints` folder (e.g. `checkpoint_dir` of the output) an interrupted run resumes
     from its last checkpoint there; without one nothing is saved. The steps run in float32, or
-    with `precision="bfloat16"` in bfloat16 mixed precision where the device computes it natively
-    (`training.autocast`); the batches are drawn on the CPU either way.
+    with `precision="bfloat16"` in bfloat16 mixed precision on every device (`training.autocast`);
+    the batches are drawn on the CPU either way.
     """
     model = build_model(variant, arch, seeds["init"]).to(device)
     model.train()

@@ -7,10 +7,9 @@ batch). The learning rate warms up linearly over `warmup` steps
 the default, leaves the gradient unclipped), so a run of N steps is the prefix of a run of
 M > N steps; a resumed run continues exactly where an interrupted one stopped (the checkpoint
 holds the data generator's state). The steps run in float32 unless `precision` is bfloat16:
-then under bfloat16 autocast where the device computes bfloat16 natively (CUDA; CPUs with AMX or
-AVX512-BF16: `training.step_precision`), in float32 elsewhere; the evaluation loss is float32.
-So by default a run computes the same on every host. The curve records the precision the steps
-ran in.
+then under bfloat16 autocast on every host (`training.step_precision`; emulated, slower, on a CPU
+without AMX or AVX512-BF16); the evaluation loss is float32. So a recipe computes in the same
+precision on every host. The curve records the precision the steps ran in.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ class TrainConfig:
     eval_images: int
     clip: float = 1.0
     workers: int = 0
-    precision: str = "float32"  # bfloat16: autocast of the forward passes where native
+    precision: str = "float32"  # bfloat16: autocast of the forward passes
     grad_checkpointing: bool = False  # recompute block activations in the backward pass
     emergence_images: int = 0  # held-out images the sinks are counted on at each log step
 
