@@ -1,7 +1,7 @@
 """sinkscope: regenerate the tables and figures of the attention-sink papers (see README.md).
 
-    snakemake --cores all                                    # embedded default, offline, CPU
-    snakemake --cores all --configfile config/paper.yaml     # paper scale (hub models, GPU)
+snakemake --cores all                                    # embedded default, offline, CPU
+snakemake --cores all --configfile config/paper.yaml     # paper scale (hub models, GPU)
 """
 
 from pathlib import Path
@@ -16,7 +16,9 @@ try:  # the schema, the rules between keys, the corpora: before any job is plann
 except ConfigError as error:
     stop(error)
 
+
 configfile: DEFAULT_CONFIG
+
 
 try:
     check_startup(config, workflow.basedir, [DEFAULT_CONFIG, *workflow.overwrite_configfiles])
@@ -24,7 +26,9 @@ except ConfigError as error:
     stop(error)
 remove_stale_temporaries(temporary_folders(config))  # of jobs that died (live ones hold locks)
 
+
 report: "workflow/report/workflow.rst"
+
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/models.smk"

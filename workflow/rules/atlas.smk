@@ -11,7 +11,9 @@ rule atlas:
         cosine="results/extract/{model}/first_cosine.parquet",
         maps="results/extract/{model}/maps.parquet",
     output:
-        page=report("results/atlas/{model}/atlas.html", caption="../report/atlas.rst", category="Atlas"),
+        page=report(
+            "results/atlas/{model}/atlas.html", caption="../report/atlas.rst", category="Atlas"
+        ),
         page_prov="results/atlas/{model}/atlas.html.prov.json",
         heads="results/atlas/{model}/heads.parquet",
         layers="results/atlas/{model}/layers.parquet",

@@ -9,6 +9,7 @@ from importlib.resources import files
 from sinkscope.exhibits.plan import Plan
 from sinkscope.exhibits.registry import active, claimed, not_run
 from sinkscope.codedigest import code_digest
+from sinkscope.run_cost import job_key
 
 ENV = "../../envs/sinkscope.yaml"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
@@ -47,7 +48,11 @@ def catalogue_digest():
 
 def repo_path(path):
     """A relative path that is not in the working directory is one of the repository's files."""
-    return path if os.path.isabs(path) or os.path.exists(path) else os.path.join(workflow.basedir, path)
+    return (
+        path
+        if os.path.isabs(path) or os.path.exists(path)
+        else os.path.join(workflow.basedir, path)
+    )
 
 
 def model_manifest(name):
@@ -77,13 +82,31 @@ def exhibit_targets():
 
 
 # --- the inputs of the models (extract.smk) ---
-DATA = {**config["data"], "text": {**config["data"]["text"], "file": repo_path(config["data"]["text"]["file"])}}
+DATA = {
+    **config["data"],
+    "text": {**config["data"]["text"], "file": repo_path(config["data"]["text"]["file"])},
+}
 # What sinkscope.data.inputs reads for a model of each modality, at the configured sources.
 DATA_READ = {
-    "text": {"text": pick(DATA["text"], "source", "file" if DATA["text"]["source"] == "file" else "hub",
-                          "window", "n_windows", "seed")},
-    "image": {"images": pick(DATA["images"], "source", "n_images", "seed",
-                             *(["imagenet_val"] if DATA["images"]["source"] == "imagenet" else []))},
+    "text": {
+        "text": pick(
+            DATA["text"],
+            "source",
+            "file" if DATA["text"]["source"] == "file" else "hub",
+            "window",
+            "n_windows",
+            "seed",
+        )
+    },
+    "image": {
+        "images": pick(
+            DATA["images"],
+            "source",
+            "n_images",
+            "seed",
+            *(["imagenet_val"] if DATA["images"]["source"] == "imagenet" else []),
+        )
+    },
 }
 
 
@@ -94,3 +117,34 @@ def corpus_input(model):
         return MITIGATION_IMAGES
     is_text = model_entry(model)["modality"] == "text"
     return [DATA["text"]["file"]] if is_text and DATA["text"]["source"] == "file" else []
+
+
+def _benchmarked_upstream(path, found, seen):
+    """Add to `found` the benchmarked job (`<rule>/<job>`) that writes `path` and every one
+    upstream of it, walking the rules' own outputs and inputs (Snakemake's Rule API)."""
+    if path in seen:
+        return
+    seen.add(path)
+    for producer in workflow.rules:
+        if producer.name == "all" or not producer.is_producer(path):
+            continue
+        wildcards = producer.get_wildcards(path)
+        if producer.benchmark:
+            benchmark = Path(str(producer.expand_benchmark(wildcards)))
+            found.add(job_key(benchmark.parent.name, benchmark.stem))
+        for upstream in producer.expand_input(wildcards)[0]:
+            _benchmarked_upstream(str(upstream), found, seen)
+        return
+
+
+def claim_feeds():
+    """{exhibit: the benchmarked jobs upstream of its tables, claims and figure} for every
+    exhibit this scale runs (read when the DAG is built, once every rule is defined)."""
+    feeds = {}
+    for exhibit_id, exhibit in EXHIBITS.items():
+        found, seen = set(), set()
+        own = [*exhibit.table_paths().values(), *figure_files(exhibit_id)]
+        for path in own + ([claims_file(exhibit_id)] if exhibit_id in CLAIMED else []):
+            _benchmarked_upstream(path, found, seen)
+        feeds[exhibit_id] = sorted(found)
+    return feeds

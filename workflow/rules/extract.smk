@@ -79,7 +79,9 @@ rule intervention:
     output:
         "results/extract/{model}/intervention.parquet",
     params:
-        diagnostics={key: config["diagnostics"][key] for key in ("first_counted_layer", "intervention")},
+        diagnostics={
+            key: config["diagnostics"][key] for key in ("first_counted_layer", "intervention")
+        },
         extract={"batch_size": config["extract"]["batch_size"]},
         device=config["device"],
         code=code_of("intervention.py"),

@@ -14,8 +14,11 @@ rule materialise_model:
     output:
         "resources/models/{model}/manifest.json",
     params:
-        entry=lambda w: {k: v for k, v in config["registry"][w.model].items()
-                         if k not in ("description", "mem_mb", "runtime")},
+        entry=lambda w: {
+            k: v
+            for k, v in config["registry"][w.model].items()
+            if k not in ("description", "mem_mb", "runtime")
+        },
         fetch=config["fetch"],
         code=code_of("materialise_model.py"),
     log:

@@ -35,40 +35,6 @@ rule scorecard:
         "../scripts/scorecard.py"
 
 
-from sinkscope.run_cost import job_key
-
-
-def _benchmarked_upstream(path, found, seen):
-    """Add to `found` the benchmarked job (`<rule>/<job>`) that writes `path` and every one
-    upstream of it, walking the rules' own outputs and inputs (Snakemake's Rule API)."""
-    if path in seen:
-        return
-    seen.add(path)
-    for rule in workflow.rules:
-        if rule.name == "all" or not rule.is_producer(path):
-            continue
-        wildcards = rule.get_wildcards(path)
-        if rule.benchmark:
-            benchmark = Path(str(rule.expand_benchmark(wildcards)))
-            found.add(job_key(benchmark.parent.name, benchmark.stem))
-        for upstream in rule.expand_input(wildcards)[0]:
-            _benchmarked_upstream(str(upstream), found, seen)
-        return
-
-
-def claim_feeds():
-    """{exhibit: the benchmarked jobs upstream of its tables, claims and figure} for every
-    exhibit this scale runs (read when the DAG is built, once every rule is defined)."""
-    feeds = {}
-    for exhibit_id, exhibit in EXHIBITS.items():
-        found, seen = set(), set()
-        own = [*exhibit.table_paths().values(), *figure_files(exhibit_id)]
-        for path in own + ([claims_file(exhibit_id)] if exhibit_id in CLAIMED else []):
-            _benchmarked_upstream(path, found, seen)
-        feeds[exhibit_id] = sorted(found)
-    return feeds
-
-
 rule run_cost:
     """Wall time, CPU time and peak memory per rule, summed over the benchmark files of the jobs
     that produced the current results (each job's latest run): it waits for every other target of

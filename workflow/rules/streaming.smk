@@ -14,10 +14,11 @@ STREAM_CORPUS = [repo_path(STREAM_TEXT["file"])] if STREAM_TEXT["source"] == "fi
 # logs/benchmark/<rule>/.
 from sinkscope.streaming.policies import PARTS as STREAM_PARTS
 
-
 # what sinkscope.data.text.corpus_text reads for the configured source
 CORPUS_TEXT = (
-    {"source": "file", "file": STREAM_CORPUS[0]} if STREAM_CORPUS else pick(STREAM_TEXT, "source", "hub")
+    {"source": "file", "file": STREAM_CORPUS[0]}
+    if STREAM_CORPUS
+    else pick(STREAM_TEXT, "source", "hub")
 )
 
 
@@ -71,7 +72,9 @@ rule streaming_latency:
     params:
         text=CORPUS_TEXT,
         tokenize=STREAM_TEXT["tokenize"],
-        latency=pick(STREAMING["latency"], "models", "caches", "sinks", "steps", "repeats", "warmup"),
+        latency=pick(
+            STREAMING["latency"], "models", "caches", "sinks", "steps", "repeats", "warmup"
+        ),
         attention=STREAMING["attention"],
         device=config["device"],
         code=code_of("streaming_latency.py"),
@@ -128,7 +131,9 @@ rule streaming_pretrain:
 rule streaming_sink_eval:
     """S6 and S7: streaming PPL with kept initial tokens, attention mass on the first token."""
     input:
-        models=expand("results/streaming/lms/{variant}.pt", variant=STREAMING["pretrain"]["variants"]),
+        models=expand(
+            "results/streaming/lms/{variant}.pt", variant=STREAMING["pretrain"]["variants"]
+        ),
         corpus=STREAM_CORPUS,
     output:
         ppl="results/streaming/lms/ppl.parquet",
