@@ -480,3 +480,20 @@ def test_two_runs_materialising_one_model_at_once_leave_a_valid_cache(tmp_path, 
     assert not errors
     verify_cache(cache, full=True)
     assert sorted(p.name for p in cache.parent.iterdir()) == [".tiny-llama.lock", "tiny-llama"]
+
+
+def test_trained_context_reads_each_architectures_own_key():
+    import transformers
+
+    from sinkscope.models.attention import trained_context
+
+    tiny = {
+        transformers.MptConfig: {"n_layers": 1, "d_model": 16, "n_heads": 2, "max_seq_len": 64},
+        transformers.GPT2Config: {"n_layer": 1, "n_embd": 16, "n_head": 2, "n_positions": 48},
+        transformers.BloomConfig: {"n_layer": 1, "hidden_size": 16, "n_head": 2},
+    }
+    found = {
+        kind.model_type: trained_context(transformers.AutoModelForCausalLM.from_config(kind(**k)))
+        for kind, k in tiny.items()
+    }
+    assert found == {"mpt": 64, "gpt2": 48, "bloom": None}  # BLOOM's ALiBi states no limit

@@ -12,7 +12,7 @@ import torch
 from ..errors import UserError
 from ..hub import ModelUnavailable, hub_snapshot
 from ..models import load_model, load_tokenizer, materialise
-from ..models.attention import attention_layers
+from ..models.attention import attention_layers, trained_context
 from ..models.cache import check_model_folder
 from ..models.sources import causal_lm_from_gguf, processor_preprocessing, timm_preprocessing
 from ..provenance import Recorder
@@ -90,7 +90,7 @@ def _from_cache(cache: Path, name: str, device: str) -> OpenedModel:
         tokenizer,
         manifest.get("preprocessing"),
         {key: manifest.get(key) for key in keys},
-        _max_positions(model),
+        trained_context(model),
     )
 
 
@@ -114,7 +114,7 @@ def _from_folder(folder: Path, name: str, record: dict[str, Any]) -> OpenedModel
         return OpenedModel(name, model, "image", None, processor_preprocessing(processor), record)
     has_tokenizer = any(folder.glob("tokenizer*"))
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder) if has_tokenizer else None
-    return OpenedModel(name, model, "text", tokenizer, None, record, _max_positions(model))
+    return OpenedModel(name, model, "text", tokenizer, None, record, trained_context(model))
 
 
 def _timm_folder(folder: Path, name: str, settings: dict, record: dict) -> OpenedModel:
@@ -123,8 +123,3 @@ def _timm_folder(folder: Path, name: str, settings: dict, record: dict) -> Opene
     model = timm.create_model(f"local-dir:{folder.resolve()}", pretrained=True)
     record = {"name": name, "architecture": settings["architecture"], **record}
     return OpenedModel(name, model, "image", None, timm_preprocessing(model), record)
-
-
-def _max_positions(model: torch.nn.Module) -> int | None:
-    config = getattr(model, "config", None)
-    return getattr(config, "max_position_embeddings", None) if config is not None else None

@@ -284,6 +284,20 @@ def positional_scheme(model: torch.nn.Module) -> Positions:
     return adapter_for(model).positions(model)
 
 
+# what the configs of the architectures call the longest context the model was trained on
+CONTEXT_KEYS = ("max_position_embeddings", "max_seq_len", "n_positions", "seq_length")
+
+
+def trained_context(model: torch.nn.Module) -> int | None:
+    """The longest context a model was trained on, as its config states it (`max_seq_len` for
+    MPT, `n_positions` for GPT-2, ...); None where it states none (a timm ViT, BLOOM's ALiBi)."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return None
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return next((v for k in CONTEXT_KEYS if isinstance(v := getattr(config, k, None), int)), None)
+
+
 def _at(obj, path: str):
     return reduce(getattr, path.split("."), obj)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from ..models.attention import trained_context
 from .evaluate import nll_fast, nll_fast_many, nll_recompute
 from .policies import PARTS, Policy
 from .text import model_prefix, newline_ids
@@ -55,7 +56,7 @@ def part_nll(
     if part == "cache":
         every = [0, newline_sinks]  # S3's caches, on every text token; then S4's other counts
         counts = dict.fromkeys(every + list(sinks))
-        context = model.config.get_text_config().max_position_embeddings
+        context = trained_context(model) or len(short)
         policies = [Policy("cache", cache, k) for k in counts] + [Policy("full")]
         ends = [len(stream if k in every else short) - 1 for k in counts]
         ends.append(min(len(short), context) - 1)
