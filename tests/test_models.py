@@ -497,3 +497,19 @@ def test_trained_context_reads_each_architectures_own_key():
         for kind, k in tiny.items()
     }
     assert found == {"mpt": 64, "gpt2": 48, "bloom": None}  # BLOOM's ALiBi states no limit
+
+
+def test_use_kernel_keeps_eager_where_the_architecture_has_no_sdpa():
+    import transformers
+
+    from sinkscope.models.attention import use_kernel
+
+    mpt = transformers.MptForCausalLM(transformers.MptConfig(n_layers=1, d_model=16, n_heads=2))
+    llama = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=16
+        )
+    )
+    assert use_kernel(mpt, "sdpa") == "eager" == mpt.config._attn_implementation
+    assert use_kernel(llama, "sdpa") == "sdpa" == llama.config._attn_implementation
+    assert use_kernel(llama, "eager") == "eager"

@@ -6,6 +6,7 @@ import pandas as pd
 from sinkscope.data.text import corpus_text
 from sinkscope.jobs import start
 from sinkscope.models import load_model
+from sinkscope.models.attention import use_kernel
 from sinkscope.provenance import write_parquet
 from sinkscope.streaming.latency import latency_table, tokens_needed
 from sinkscope.streaming.text import stream_tokenizer, text_tokens
@@ -18,7 +19,7 @@ tables = []
 for manifest_path, name in zip(smk.input.manifests, settings["models"], strict=True):
     cache_dir = manifest_path.rsplit("/", 1)[0]
     model, manifest = load_model(cache_dir, device)
-    model.config._attn_implementation = smk.params.attention
+    use_kernel(model, smk.params.attention)
     recorder.add_model(manifest)
     tokenizer = stream_tokenizer(manifest, cache_dir, smk.params.tokenize)
     ids = text_tokens(corpus, tokenizer, tokens_needed(settings))

@@ -7,6 +7,7 @@ import torch
 
 from sinkscope.data.text import corpus_text
 from sinkscope.jobs import model_job
+from sinkscope.models.attention import use_kernel
 from sinkscope.provenance import write_parquet
 from sinkscope.streaming import Policy
 from sinkscope.streaming.memory import measured_cache
@@ -14,7 +15,7 @@ from sinkscope.streaming.text import stream_tokenizer, text_tokens
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log, device, recorder, model, manifest = model_job(smk)
-model.config._attn_implementation = smk.params.attention
+use_kernel(model, smk.params.attention)
 settings = smk.params.measured
 tokenizer = stream_tokenizer(manifest, Path(smk.input.manifest).parent, smk.params.tokenize)
 ids = text_tokens(corpus_text(smk.params.text), tokenizer, settings["steps"])

@@ -7,13 +7,14 @@ import torch
 
 from sinkscope.data.text import corpus_text
 from sinkscope.jobs import model_job
+from sinkscope.models.attention import use_kernel
 from sinkscope.provenance import write_parquet
 from sinkscope.streaming.run import part_nll
 from sinkscope.streaming.text import stream_tokenizer, text_tokens
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log, device, recorder, model, manifest = model_job(smk)
-model.config._attn_implementation = smk.params.attention
+use_kernel(model, smk.params.attention)
 cache_dir = Path(smk.input.manifest).parent
 tokenizer = stream_tokenizer(manifest, cache_dir, smk.params.tokenize)
 ppl = smk.params.ppl

@@ -284,6 +284,15 @@ def positional_scheme(model: torch.nn.Module) -> Positions:
     return adapter_for(model).positions(model)
 
 
+def use_kernel(model: torch.nn.Module, kind: str) -> str:
+    """Run `model` with the attention kernel `kind` (`sdpa` or `eager`) where its architecture
+    has it; one without an SDPA path (MPT, BLOOM) keeps its eager attention. The kernel set."""
+    if kind == "sdpa" and not getattr(model, "_supports_sdpa", False):
+        kind = "eager"
+    model.config._attn_implementation = kind
+    return kind
+
+
 # what the configs of the architectures call the longest context the model was trained on
 CONTEXT_KEYS = ("max_position_embeddings", "max_seq_len", "n_positions", "seq_length")
 
