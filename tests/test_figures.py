@@ -106,7 +106,8 @@ def test_panels_with_data_draws_only_panels_with_data_and_names_the_rest():
 
 @pytest.mark.integration
 def test_every_exhibit_figure_of_the_smoke_run_is_readable(smoke, smoke_config):
-    from sinkscope.exhibits import module
+    from sinkscope.errors import read_json
+    from sinkscope.exhibits import draw
     from sinkscope.exhibits.registry import Plan, active
 
     plan = Plan(smoke_config)
@@ -115,7 +116,9 @@ def test_every_exhibit_figure_of_the_smoke_run_is_readable(smoke, smoke_config):
         tables = {
             name: pd.read_parquet(smoke / path) for name, path in exhibit.table_paths().items()
         }
-        fig = module(exhibit.id).figure(tables, exhibit.settings(plan, "figure"))
+        claims = smoke / "results" / exhibit.id / "claims.json"
+        measured = read_json(claims)["claims"] if claims.exists() else None
+        fig = draw(exhibit.id, tables, exhibit.settings(plan, "figure"), measured)
         found = (
             plotting.overlapping_text(fig)
             + [("off the figure", what) for what in plotting.text_off_the_figure(fig)]
@@ -125,3 +128,33 @@ def test_every_exhibit_figure_of_the_smoke_run_is_readable(smoke, smoke_config):
             problems[exhibit.id] = found
         plotting.plt.close(fig)
     assert not problems, problems
+
+
+def test_claims_strip_draws_each_claim_over_its_accepted_range_below_the_panels():
+    fig, ax = plotting.figure()
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("a panel")
+    height = fig.get_figheight()
+    rows = pd.DataFrame(
+        {
+            "label": ["X1.band", "X1.bound", "X1.none"],
+            "value": [26.0, 0.4, np.nan],
+            "low": [20.0, 0.3, np.nan],
+            "high": [31.0, 0.7, np.nan],
+            "accepted_low": [23.4, -np.inf, 1.0],
+            "accepted_high": [28.6, 0.5, np.inf],
+            "check": ["within 10 % of 26", "< 0.5", ">= 1"],
+        }
+    )
+    plotting.claims_strip(fig, rows)
+    strip = fig.axes[1:]
+    assert len(strip) == 3 and fig.get_figheight() > height
+    assert [a.get_title(loc="left") for a in strip] == [
+        "X1.band: 26 [20, 31]; check within 10 % of 26",
+        "X1.bound: 0.4 [0.3, 0.7]; check < 0.5",
+        "X1.none: no value at this scale; check >= 1",
+    ]
+    assert strip[0].patches and strip[0].get_xlim()[0] < 20 < 31 < strip[0].get_xlim()[1]
+    fig.draw_without_rendering()  # the layout places the panels above the strip
+    assert ax.get_position().y0 > max(a.get_position().y1 for a in strip)
+    assert plotting.overlapping_text(fig) == [] and plotting.text_off_the_figure(fig) == []

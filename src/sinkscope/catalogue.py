@@ -8,6 +8,7 @@ Light on purpose (yaml only): the exhibit registry reads paper values from it to
 
 from __future__ import annotations
 
+import math
 import re
 from importlib.resources import files
 from typing import Any
@@ -190,6 +191,29 @@ def describe_check(check: dict[str, Any]) -> str:
     if kind == "between":
         return f"{check['low']:g} to {check['high']:g}"
     return f"{check['value']:g} to {check['decimals']} decimals"
+
+
+def accepted(check: dict[str, Any]) -> tuple[float, float]:
+    """The closed range of values a check accepts ("holds": 1, i.e. true)."""
+    kind = check["kind"]
+    if kind == "holds":
+        return 1.0, 1.0
+    if kind == "between":
+        return check["low"], check["high"]
+    value = check["value"]
+    if kind in ("less_than", "at_most"):
+        return -math.inf, value
+    if kind in ("greater_than", "at_least"):
+        return value, math.inf
+    tolerance = {
+        "rel_close": lambda: check.get("rtol", 0) * abs(value),
+        "abs_close": lambda: check.get("atol", 0),
+        "round_equal": lambda: 0.5 * 10.0 ** -check.get("decimals", 0),
+    }
+    if kind not in tolerance:
+        raise ValueError(f"unknown check kind {kind!r}")
+    margin = tolerance[kind]()
+    return value - margin, value + margin
 
 
 THRESHOLD_HEADER = "| claim | kind | control | measure and check | threshold: source or reason |"

@@ -137,6 +137,80 @@ def claim_panel(ax, table, title: str, label: str, reference: float | None = Non
     ax.set(xlabel=label, title=title, ylim=(len(table) - 0.5, -0.5))
 
 
+CLAIM_ROW, CLAIM_HEAD = 0.62, 0.35  # inches: one claim of the strip, the strip's heading
+CLAIMS_HEADING = "The claims as judged: value and 95 % interval; shaded, what the check accepts"
+
+
+def claims_strip(fig, rows) -> None:
+    """The claims an exhibit measures, below its panels, as the scorecard judges them: one row
+    each (`rows`: label, value, low, high, accepted_low, accepted_high, check), its value and
+    interval from the claims file drawn over the range its check accepts (shaded), on an axis
+    of its own units. The figure grows by the strip; its own panels keep their size."""
+    if rows.empty:
+        return
+    said = fig.get_supxlabel()  # the line under the panels moves to the strip's heading
+    if said:
+        fig.supxlabel("")
+    width, height = fig.get_size_inches()
+    heading = _wrapped(CLAIMS_HEADING, width)
+    lines = heading.count("\n") + 1
+    head = CLAIM_HEAD + 0.17 * (lines - 1 + (said.count("\n") + 1 if said else 0))
+    strip = CLAIM_ROW * len(rows) + head
+    total = height + strip
+    fig.set_figheight(total)
+    if fig.get_layout_engine() is not None:  # None: a figure of its title alone, no panels
+        fig.get_layout_engine().set(rect=(0, strip / total, 1, height / total))
+    top = (strip - 0.08) / total
+    fig.text(0.5, top, heading, ha="center", va="top", fontsize="small", weight="bold")
+    if said:
+        below = top - 0.17 * lines / total
+        fig.text(
+            0.5,
+            below,
+            _wrapped(said.replace("\n", " "), width),
+            ha="center",
+            va="top",
+            fontsize="small",
+        )
+    for i, row in enumerate(rows.itertuples(index=False)):
+        bottom = strip - head - (i + 1) * CLAIM_ROW + 0.22
+        ax = fig.add_axes((0.08, bottom / total, 0.84, 0.12 / total))
+        _claim_row(ax, row)
+
+
+def _claim_row(ax, row) -> None:
+    """One claim of `claims_strip`: its interval and value over its accepted range, titled by
+    the claim, the measured value and the check."""
+    value, low, high = (float(v) for v in (row.value, row.low, row.high))
+    measured = "no value at this scale"
+    if np.isfinite(value):
+        spread = f" [{low:.3g}, {high:.3g}]" if np.isfinite(low) and np.isfinite(high) else ""
+        measured = f"{value:.3g}{spread}"
+    ax.set_title(
+        f"{row.label}: {measured}; check {row.check}",
+        loc="left",
+        fontsize=7,
+        weight="normal",
+        pad=2,
+    )
+    ax.set_yticks([])
+    ax.spines[["left", "right", "top"]].set_visible(False)
+    ends = [v for v in (value, low, high, row.accepted_low, row.accepted_high) if np.isfinite(v)]
+    lo, hi = min(ends), max(ends)
+    margin = 0.08 * (hi - lo) or 0.5 * abs(hi) or 1.0
+    ax.set_xlim(lo - margin, hi + margin)
+    ax.set_ylim(-1, 1)
+    ax.axvspan(
+        max(row.accepted_low, lo - margin),
+        min(row.accepted_high, hi + margin),
+        color="#e8f3ee",
+        lw=0,
+    )
+    if np.isfinite(value):
+        interval_bars(ax, [0], [value], [low], [high], horizontal=True, fmt="o", c="k", ms=4)
+    ax.tick_params(axis="x", labelsize=6, pad=1, length=2)
+
+
 def training_curves(ax, curves, runs: list[str], label: str | None, title: str) -> None:
     """The evaluation MSE over the steps of each run of a toy (its rows of `curves` share the
     `runs` columns), log-scaled where it spans a decade (`log_if_wide`); `label` formats a run's

@@ -33,6 +33,7 @@ from .catalogue import (
     NOT_TESTABLE,
     REPLICATED,
     VERDICTS,
+    accepted,
     describe_check,
     is_chosen,
     ledger_summary,
@@ -73,29 +74,6 @@ COLUMNS = [
     "testable_at", "ledger", "note",
 ]  # fmt: skip
 SOURCED, CHOSEN = "sourced", "chosen"  # the `threshold` column: from a source, or a reason
-
-
-def accepted(check: dict[str, Any]) -> tuple[float, float]:
-    """The closed range of values a check accepts ("holds": 1, i.e. true)."""
-    kind = check["kind"]
-    if kind == "holds":
-        return 1.0, 1.0
-    if kind == "between":
-        return check["low"], check["high"]
-    value = check["value"]
-    if kind in ("less_than", "at_most"):
-        return -np.inf, value
-    if kind in ("greater_than", "at_least"):
-        return value, np.inf
-    tolerance = {
-        "rel_close": lambda: check.get("rtol", 0) * abs(value),
-        "abs_close": lambda: check.get("atol", 0),
-        "round_equal": lambda: 0.5 * 10.0 ** -check.get("decimals", 0),
-    }
-    if kind not in tolerance:
-        raise ValueError(f"unknown check kind {kind!r}")
-    margin = tolerance[kind]()
-    return value - margin, value + margin
 
 
 def judge(check: dict[str, Any], low: float, high: float) -> bool | None:

@@ -62,6 +62,7 @@ for exhibit in EXHIBITS.values():
             f"figure_{exhibit.id}"
         input:
             **tables,
+            **({"claims": claims_file(exhibit.id)} if exhibit.id in CLAIMED else {}),
         output:
             png=report(
                 f"figures/{exhibit.id}.png",

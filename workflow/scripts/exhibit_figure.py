@@ -1,13 +1,17 @@
-"""The figure of one exhibit: `sinkscope.exhibits.<id>.figure(tables, settings)`, PNG and PDF."""
+"""The figure of one exhibit with the claims it measures as judged (`sinkscope.exhibits.draw`),
+PNG and PDF."""
 
 import pandas as pd
 
-from sinkscope.exhibits import module
+from sinkscope.errors import read_json
+from sinkscope.exhibits import draw
 from sinkscope.jobs import start
 from sinkscope.provenance import save_figure
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 _, _, recorder = start(smk)
-tables = {name: pd.read_parquet(path) for name, path in smk.input.items()}
-fig = module(smk.params.exhibit).figure(tables, smk.params.settings)
+paths = dict(smk.input.items())
+claims = read_json(paths.pop("claims"))["claims"] if "claims" in paths else None
+tables = {name: pd.read_parquet(path) for name, path in paths.items()}
+fig = draw(smk.params.exhibit, tables, smk.params.settings, claims)
 save_figure(fig, smk.output.png, recorder.record())

@@ -147,7 +147,6 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         fig.colorbar(image, ax=ax, label="share of tokens")
         summary = table[table.model == model]
         ax_share.plot(summary.layer, summary.nonpositive_share, "o-")
-        ax_share.axhline(0.5, color="grey", ls="--", lw=0.8)
         ax_share.set(xlabel="layer", ylabel="share with cos <= 0", ylim=(0, 1))
     plotting.suptitle(fig, settings["scale"], "D1", settings["title"])
     return fig
