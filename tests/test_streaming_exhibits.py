@@ -602,7 +602,7 @@ def test_nll_blocks_keep_the_positions_after_the_first_cache():
     """Blocks of 4 positions counted from position 9 (cache 8): positions 1-8, where every
     policy keeps every token, are left out; the ratio and the gap share are read from the
     sums, with a bootstrap interval over the blocks."""
-    from sinkscope.streaming.exhibit_tables import full_cache, gap_share, nll_blocks, ppl_ratio
+    from sinkscope.exhibits.streaming_tables import full_cache, gap_share, nll_blocks, ppl_ratio
 
     position = np.arange(1, 31)
     rng = np.random.default_rng(0)
@@ -632,7 +632,7 @@ def test_binned_log_ppl_bins_from_the_cache_and_bootstraps_over_the_claims_block
     """Bins of 4 positions from position cache + 1 = 5 (positions 1-4 the bin before), each
     with its interval over its blocks of 2: a bin of equal blocks has no spread, a bin of one
     scored position (re-computation) has no interval."""
-    from sinkscope.streaming.exhibit_tables import binned_log_ppl, ppl_interval
+    from sinkscope.exhibits.streaming_tables import binned_log_ppl, ppl_interval
 
     nll = pd.DataFrame(
         {"model": "m", "condition": "0+4", "position": range(1, 13),

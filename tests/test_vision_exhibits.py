@@ -15,12 +15,11 @@ import torch
 
 from sinkscope import diagnostics as dx
 from sinkscope import scorecard, stats
-from sinkscope.exhibits import Measured, s8, u8, u9
+from sinkscope.exhibits import Measured, s8, u8, u9, vision_tables
 from sinkscope.exhibits.plan import Plan
 from sinkscope.exhibits.registry import EXHIBITS
 from sinkscope.scorecard import NOT_REPLICATED, NOT_TESTABLE, judge, load_claims
 from sinkscope.vision import images, params, probes, stage
-from sinkscope.vision import tables as vision_tables
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see conftest
 

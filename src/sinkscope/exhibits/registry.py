@@ -225,7 +225,7 @@ def _streaming_ppl(
     )
 
 
-# what S6 and S7 name their models and notes by (streaming.exhibit_tables.sink_lm_context)
+# what S6 and S7 name their models and notes by (exhibits.streaming_tables.sink_lm_context)
 SINK_LM_LABEL = {
     "arch": "streaming.pretrain.arch",
     "steps": "streaming.pretrain.steps",

@@ -8,7 +8,7 @@ over them is pulled towards 1. Claims: the window's PPL over the streaming cache
 and the share of the window's log-PPL gap that a condition closes (`gap_share`): the streaming
 cache's towards re-computation (on the re-computed positions), the S newlines' towards the S
 initial tokens. Each comes with its bootstrap interval over blocks of `block_tokens` contiguous
-text positions (`streaming.exhibit_tables`). Two more claims of the paper: that window attention
+text positions (`exhibits.streaming_tables`). Two more claims of the paper: that window attention
 degrades the paper's model families (Llama 2, MPT, Falcon, Pythia: the smallest window ratio over
 the streamed models of those families, named by their registry descriptions; its control counts
 the families streamed), and that streaming stays stable over millions of tokens (the streaming
@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from ..stats import bootstrap, exact, undecided
-from ..streaming.exhibit_tables import (
+from . import Measured
+from .streaming_tables import (
     GAP_SHARE,
     PPL_RATIO,
     ROLES,
@@ -36,7 +37,6 @@ from ..streaming.exhibit_tables import (
     ppl_interval,
     read_nll,
 )
-from . import Measured
 
 # the model families whose window attention the paper shows to degrade, as registry descriptions
 # name them (StreamingLLM, Sec. 3.1 and Figure 3)
@@ -285,7 +285,7 @@ whatever the stream's prefix. Claims:
 
 All three are on the positions after the first C that every compared condition scored, with a
 bootstrap interval over blocks of `streaming.ppl.block_tokens` contiguous text positions (table
-`blocks`: the summed NLLs of each condition per block; `streaming.exhibit_tables`).
+`blocks`: the summed NLLs of each condition per block; `exhibits.streaming_tables`).
 Re-computation costs a C-token pass per scored position; it is scored at every
 `streaming.ppl.recompute_every`-th position.
 The newline condition streams S = `streaming.ppl.newline_sinks` newlines, then the text (no

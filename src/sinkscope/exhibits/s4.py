@@ -8,7 +8,7 @@ and the control are read there only (before, every k keeps every token and score
 claims: the share of the window's log-PPL gap (0 kept against the most kept, K) that 1 and that
 4 initial tokens close (`gap_share`); the control `S4.window_ratio`: PPL with 0 over PPL with K
 kept (the window degrades). Each with its bootstrap interval over blocks of `block_tokens`
-contiguous text positions (`streaming.exhibit_tables`).
+contiguous text positions (`exhibits.streaming_tables`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..streaming.exhibit_tables import (
+from . import Measured
+from .streaming_tables import (
     GAP_SHARE,
     PPL_RATIO,
     full_cache,
@@ -26,7 +27,6 @@ from ..streaming.exhibit_tables import (
     ppl_interval,
     read_nll,
 )
-from . import Measured
 
 
 def _name(k: int, cache: int) -> str:

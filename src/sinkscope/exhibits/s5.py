@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from ..stats import Interval, bootstrap, exact, loglog_at, loglog_slope
-from ..vision.tables import model_scale
 from . import Measured
+from .vision_tables import model_scale
 
 POLICIES = ("recompute", "sinks")
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 import pandas as pd
 
 from ..metrics import SINK_RATE_EPS
-from ..streaming.exhibit_tables import (
-    EMERGENCE,
+from ..streaming.vocabulary import EMERGENCE
+from . import Measured
+from .streaming_tables import (
     kept_tokens_ratio,
     kept_tokens_ratios,
     lm_note,
     ppl_line,
     summary,
 )
-from . import Measured
 
 # claim -> (variant, kept tokens of the numerator, kept tokens of the denominator): PPL ratios
 RATIOS = {

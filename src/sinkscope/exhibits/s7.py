@@ -17,14 +17,14 @@ import pandas as pd
 
 from ..metrics import SINK_RATE_EPS
 from ..stats import bootstrap
-from ..streaming.exhibit_tables import (
+from . import Measured
+from .streaming_tables import (
     kept_tokens_ratio,
     kept_tokens_ratios,
     lm_note,
     ppl_line,
     summary,
 )
-from . import Measured
 
 # claim -> (variant, kept tokens of the numerator, of the denominator): PPL ratios; the
 # second is the control (the vanilla LM needs its sinks)

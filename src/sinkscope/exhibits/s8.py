@@ -21,8 +21,8 @@ import pandas as pd
 
 from .. import metrics
 from ..stats import Interval, bootstrap, event_rate, exact, undecided
-from ..vision.tables import labelled, model_scale
 from . import Measured
+from .vision_tables import labelled, model_scale
 
 ROLES = ("without", "with")
 

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ..stats import Interval, difference_over_seeds, over_seeds
-from ..vision.tables import labelled
 from . import Measured
+from .vision_tables import labelled
 
 # The paper's values (baseline / registers / elementwise gate / elementwise gate + registers);
 # the headwise gate has none.

@@ -34,8 +34,8 @@ import pandas as pd
 from .. import diagnostics as dx
 from .. import metrics
 from ..stats import Interval, event_rate, exact, share, undecided
-from ..vision.tables import model_scale
 from . import Measured, read_tables
+from .vision_tables import model_scale
 
 CLASSES = ["NOP", "Broadcast", "other"]
 LOCATIONS = {"first": "cls", "register": "register", "other": "patch"}

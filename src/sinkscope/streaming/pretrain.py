@@ -24,9 +24,8 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.llama.modeling_llama import repeat_kv
 
 from .. import training
-from .exhibit_tables import EMERGENCE
 from .sink_eval import attention_mass
-from .vocabulary import SINK_TOKEN
+from .vocabulary import EMERGENCE, SINK_TOKEN
 
 VARIANTS = ("vanilla", "zero_sink", "sink_token", "learned_sink")
 ATTENTION = "sinkscope_sink_logit"

@@ -1,9 +1,10 @@
 """Table helpers the streaming exhibits share: perplexity from the per-token NLL tables of
-`run.part_nll` (S3, S4), the NLLs of compared conditions summed per block of text positions once
-the cache is full, the statistics of the claims on them (a PPL ratio, the share of a window's
-log-PPL gap that a policy closes) with their bootstrap intervals over the blocks, and, for the
-pretrained byte-level LMs (S6, S7), their description and the PPL of each variant and number of
-kept tokens with the ratios between them, bootstrapped over the evaluation windows.
+`streaming.run.part_nll` (S3, S4), the NLLs of compared conditions summed per block of text
+positions once the cache is full, the statistics of the claims on them (a PPL ratio, the share
+of a window's log-PPL gap that a policy closes) with their bootstrap intervals over the blocks,
+and, for the pretrained byte-level LMs (S6, S7), their description and the PPL of each variant
+and number of kept tokens with the ratios between them, bootstrapped over the evaluation
+windows.
 """
 
 from __future__ import annotations
@@ -14,9 +15,6 @@ import numpy as np
 import pandas as pd
 
 from ..stats import Interval, bootstrap
-
-# what the pretraining of the byte-level LMs logs of their sinks as they emerge (S6)
-EMERGENCE = ("first_token_mass", "first_token_sink_rate")
 
 # the statistics of the S3 / S4 claims, by name (`nll_blocks` roles they read)
 PPL_RATIO, GAP_SHARE = "ppl ratio", "gap share"
