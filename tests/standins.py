@@ -17,6 +17,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -289,7 +290,7 @@ CLIP_TOWERS = {
 BUILDERS: dict[str, Callable[[Path, list[str]], None]] = {
     "openai-community/gpt2": _causal_lm(
         "GPT2Config",
-        lambda out, lines: _gpt2_tokenizer(out, lines, neox=False),
+        partial(_gpt2_tokenizer, neox=False),
         n_embd=32,
         n_layer=2,
         n_head=4,
@@ -297,7 +298,7 @@ BUILDERS: dict[str, Callable[[Path, list[str]], None]] = {
     ),
     "EleutherAI/pythia": _causal_lm(
         "GPTNeoXConfig",
-        lambda out, lines: _gpt2_tokenizer(out, lines, neox=True),
+        partial(_gpt2_tokenizer, neox=True),
         **TINY,
         rotary_pct=0.25,
         max_position_embeddings=2048,
@@ -347,7 +348,7 @@ BUILDERS: dict[str, Callable[[Path, list[str]], None]] = {
     ),
     "mosaicml/mpt-": _causal_lm(
         "MptConfig",
-        lambda out, lines: _gpt2_tokenizer(out, lines, neox=True),
+        partial(_gpt2_tokenizer, neox=True),
         d_model=32,
         n_heads=4,
         n_layers=2,
@@ -357,7 +358,7 @@ BUILDERS: dict[str, Callable[[Path, list[str]], None]] = {
     ),
     "tiiuae/falcon-": _causal_lm(
         "FalconConfig",
-        lambda out, lines: _gpt2_tokenizer(out, lines, neox=False),
+        partial(_gpt2_tokenizer, neox=False),
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=4,
