@@ -3,7 +3,8 @@
 On a completed smoke run, each leaf key of config/config.yaml is changed in turn and a Snakemake
 dry run lists the jobs to run: every job whose own params changed must read the key, and every
 job that reads it must rerun (the exhibits' readers come from the registry, the upstream rules'
-from READS below).
+from `sinkscope.config.UPSTREAM_READS`): the table of readers that config/README.md shows is
+generated from the same two sources, so this sweep holds it to what Snakemake reruns.
 """
 
 from __future__ import annotations
@@ -17,101 +18,13 @@ import pytest
 import yaml
 from conftest import REPO, SMOKE, dry_run, snakemake
 
+from sinkscope.config import UPSTREAM_READS as READS
 from sinkscope.config import load_config, merge, read_yaml
 from sinkscope.exhibits.plan import Plan
 from sinkscope.exhibits.registry import active
 
 pytestmark = pytest.mark.integration
 
-# The config keys (dotted prefixes) each upstream rule reads at the smoke scale's sources (local
-# files: the hub and ImageNet keys are read only when those are the configured sources).
-READS = {
-    "materialise_model": ["registry", "fetch"],
-    "model_inputs": [
-        "data.text.window",
-        "data.text.n_windows",
-        "data.text.seed",
-        "data.images.n_images",
-        "data.images.seed",
-    ],
-    "extract": ["extract", "device"],
-    "qk_spectra": [],
-    "intervention": [
-        "diagnostics.first_counted_layer",
-        "diagnostics.intervention",
-        "extract.batch_size",
-        "device",
-    ],
-    "streaming_nll": [
-        "streaming.text.tokenize",
-        "streaming.attention",
-        "streaming.ppl.cache",
-        "streaming.ppl.sinks",
-        "streaming.ppl.newline_sinks",
-        "streaming.ppl.tokens",
-        "streaming.ppl.short_tokens",
-        "streaming.ppl.recompute_every",
-        "streaming.ppl.chunk",
-        "device",
-    ],
-    "streaming_latency": [
-        "streaming.text.tokenize",
-        "streaming.attention",
-        "streaming.latency",
-        "device",
-    ],
-    "streaming_pretrain": [
-        "streaming.pretrain.arch",
-        "streaming.pretrain.steps",
-        "streaming.pretrain.batch_size",
-        "streaming.pretrain.lr",
-        "streaming.pretrain.precision",
-        "streaming.pretrain.held_out",
-        "streaming.pretrain.seeds",
-        "streaming.pretrain.emergence",
-        "device",
-    ],
-    "streaming_sink_eval": [
-        "streaming.pretrain.held_out",
-        "streaming.pretrain.arch.context",
-        "streaming.pretrain.eval_tokens",
-        "streaming.pretrain.eval_windows",
-        "streaming.pretrain.cache",
-        "streaming.pretrain.sinks",
-        "streaming.pretrain.attention_windows",
-        "device",
-    ],
-    "streaming_memory": [
-        "streaming.text.tokenize",
-        "streaming.attention",
-        "streaming.memory.measured",
-        "device",
-    ],
-    "mitigation_images": ["mitigation.data.procedural", "mitigation.arch.image_size"],
-    "mitigation_train": [
-        "mitigation.seeds.init",
-        "mitigation.seeds.data",
-        "mitigation.data.procedural",
-        "mitigation.preprocessing",
-        "mitigation.arch",
-        "mitigation.views",
-        "mitigation.train",
-        "mitigation.checkpoints",
-        "diagnostics.first_counted_layer",
-        "device",
-    ],
-    "mitigation_probe": [
-        "mitigation.seeds.probe",
-        "mitigation.data.procedural",
-        "mitigation.preprocessing",
-        "mitigation.arch.image_size",
-        "mitigation.probes",
-        "device",
-    ],
-    "mitigation_norms": ["extract.batch_size", "mitigation.s8.maps", "device"],
-    "scorecard": ["scale"],
-    "run_cost": ["scale"],
-}
 # Keys that change which jobs exist (model lists, variants, files), not what a job computes,
 # and the registry of models the smoke scale does not use.
 STRUCTURAL = (

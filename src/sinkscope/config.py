@@ -20,6 +20,98 @@ class ConfigError(UserError, ValueError):
     """A configuration that cannot run; the message names every offending key (or file)."""
 
 
+# The config keys (dotted prefixes) each rule upstream of the exhibits reads, at local sources
+# (the hub and ImageNet keys are read only where those are the configured sources): the readers
+# table of config/README.md and the rerun sweep of tests/test_reruns.py, which checks it against
+# the jobs Snakemake reruns when each key changes. The exhibits' readers are in their registry.
+UPSTREAM_READS = {
+    "materialise_model": ["registry", "fetch"],
+    "model_inputs": [
+        "data.text.window",
+        "data.text.n_windows",
+        "data.text.seed",
+        "data.images.n_images",
+        "data.images.seed",
+    ],
+    "extract": ["extract", "device"],
+    "qk_spectra": [],
+    "intervention": [
+        "diagnostics.first_counted_layer",
+        "diagnostics.intervention",
+        "extract.batch_size",
+        "device",
+    ],
+    "streaming_nll": [
+        "streaming.text.tokenize",
+        "streaming.attention",
+        "streaming.ppl.cache",
+        "streaming.ppl.sinks",
+        "streaming.ppl.newline_sinks",
+        "streaming.ppl.tokens",
+        "streaming.ppl.short_tokens",
+        "streaming.ppl.recompute_every",
+        "streaming.ppl.chunk",
+        "device",
+    ],
+    "streaming_latency": [
+        "streaming.text.tokenize",
+        "streaming.attention",
+        "streaming.latency",
+        "device",
+    ],
+    "streaming_pretrain": [
+        "streaming.pretrain.arch",
+        "streaming.pretrain.steps",
+        "streaming.pretrain.batch_size",
+        "streaming.pretrain.lr",
+        "streaming.pretrain.precision",
+        "streaming.pretrain.held_out",
+        "streaming.pretrain.seeds",
+        "streaming.pretrain.emergence",
+        "device",
+    ],
+    "streaming_sink_eval": [
+        "streaming.pretrain.held_out",
+        "streaming.pretrain.arch.context",
+        "streaming.pretrain.eval_tokens",
+        "streaming.pretrain.eval_windows",
+        "streaming.pretrain.cache",
+        "streaming.pretrain.sinks",
+        "streaming.pretrain.attention_windows",
+        "device",
+    ],
+    "streaming_memory": [
+        "streaming.text.tokenize",
+        "streaming.attention",
+        "streaming.memory.measured",
+        "device",
+    ],
+    "mitigation_images": ["mitigation.data.procedural", "mitigation.arch.image_size"],
+    "mitigation_train": [
+        "mitigation.seeds.init",
+        "mitigation.seeds.data",
+        "mitigation.data.procedural",
+        "mitigation.preprocessing",
+        "mitigation.arch",
+        "mitigation.views",
+        "mitigation.train",
+        "mitigation.checkpoints",
+        "diagnostics.first_counted_layer",
+        "device",
+    ],
+    "mitigation_probe": [
+        "mitigation.seeds.probe",
+        "mitigation.data.procedural",
+        "mitigation.preprocessing",
+        "mitigation.arch.image_size",
+        "mitigation.probes",
+        "device",
+    ],
+    "mitigation_norms": ["extract.batch_size", "mitigation.s8.maps", "device"],
+    "scorecard": ["scale"],
+    "run_cost": ["scale"],
+}
+
 def schema_path() -> Path:
     """The JSON schema (YAML) of the merged configuration: the one place that knows where it is."""
     return Path(__file__).with_name("schema.yaml")

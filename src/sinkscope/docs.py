@@ -3,7 +3,8 @@ README's exhibit table from the exhibit registry, its table of verdicts from the
 and its count of the architectures read exactly from the attention adapters; in
 docs/exhibit-reference.md the table of every threshold and the threshold ledger from the claim
 catalogue, and each exhibit's section from its module's `REFERENCE`, its registry title and its
-catalogue rows; docs/your-model.md's table of adapters; each exhibit's report caption,
+catalogue rows; docs/your-model.md's table of adapters; config/README.md's table of the rules
+that read each config key, from the upstream rules' reads and the exhibit registry; each exhibit's report caption,
 workflow/report/<ID>.rst, from its module's `CAPTION` (a Jinja template Snakemake renders with
 the run's config).
 
@@ -32,6 +33,7 @@ from .catalogue import (
 )
 from .exhibits import PAPERS, module
 from .exhibits.registry import EXHIBITS
+from .config import UPSTREAM_READS
 from .scorecard import VERDICT_HEADER, verdict_table
 
 EXHIBIT_HEADER = "| ID | exhibit | module | rules | outputs |"
@@ -124,6 +126,44 @@ def adapter_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+READERS_HEADER = "| config key | the rules that read it |"
+
+
+def _exhibit_jobs(jobs: dict[str, list[str]]) -> str:
+    """Exhibit jobs by kind, e.g. `tables` of U3, U5; `claims` and `figure` of every exhibit."""
+    by_ids: dict[tuple[str, ...], list[str]] = {}
+    for job, ids in jobs.items():
+        by_ids.setdefault(tuple(ids), []).append(job)
+    everyone = tuple(ordered_exhibits())
+    parts = []
+    for ids, kinds in by_ids.items():
+        named = [f"`{job}`" for job in kinds]
+        jobs = " and ".join(filter(None, [", ".join(named[:-1]), named[-1]]))
+        parts.append(jobs + (" of every exhibit" if ids == everyone else f" of {', '.join(ids)}"))
+    return "; ".join(parts)
+
+
+def readers_table() -> str:
+    """config/README.md's table of which rule reads which config key: the upstream rules' keys
+    (`config.UPSTREAM_READS`) and each exhibit's tables, claims and figure jobs' (its registry
+    entry), the two sources the rerun sweep of the tests checks against Snakemake's reruns."""
+    upstream: dict[str, list[str]] = {}
+    for rule, keys in UPSTREAM_READS.items():
+        for key in keys:
+            upstream.setdefault(key, []).append(f"`{rule}`")
+    exhibits: dict[str, dict[str, list[str]]] = {}
+    for exhibit in ordered_exhibits():
+        for job, keys in EXHIBITS[exhibit].config_keys().items():
+            for key in keys:
+                exhibits.setdefault(key, {}).setdefault(job, []).append(exhibit)
+    lines = [READERS_HEADER, "|---|---|"]
+    for key in sorted(upstream.keys() | exhibits.keys()):
+        readers = ", ".join(upstream.get(key, []))
+        jobs = _exhibit_jobs(exhibits.get(key, {}))
+        lines.append(markdown_row(f"`{key}`", "; ".join(filter(None, [readers, jobs]))))
+    return "\n".join(lines) + "\n"
+
+
 # file (relative to the checkout) -> [(the first line of a generated part, its last line or None
 # for the last row of a table, its generator)]
 Part = tuple[str, str | None, Callable[[], str]]
@@ -134,6 +174,7 @@ GENERATED: dict[str, list[Part]] = {
         (ARCHITECTURES_BEGIN, ARCHITECTURES_END, architectures_line),
     ],
     "docs/your-model.md": [(ADAPTER_HEADER, None, adapter_table)],
+    "config/README.md": [(READERS_HEADER, None, readers_table)],
     "docs/exhibit-reference.md": [
         (THRESHOLD_HEADER, None, lambda: threshold_table(load_claims())),
         (LEDGER_HEADER, None, lambda: ledger_table(load_claims())),
