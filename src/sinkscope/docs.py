@@ -31,9 +31,9 @@ from .catalogue import (
     markdown_row,
     threshold_table,
 )
+from .config import UPSTREAM_READS
 from .exhibits import PAPERS, module
 from .exhibits.registry import EXHIBITS
-from .config import UPSTREAM_READS
 from .scorecard import VERDICT_HEADER, verdict_table
 
 EXHIBIT_HEADER = "| ID | exhibit | module | rules | outputs |"
