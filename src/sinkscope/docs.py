@@ -4,9 +4,9 @@ and its count of the architectures read exactly from the attention adapters; in
 docs/exhibit-reference.md the table of every threshold and the threshold ledger from the claim
 catalogue, and each exhibit's section from its module's `REFERENCE`, its registry title and its
 catalogue rows; docs/your-model.md's table of adapters; config/README.md's table of the rules
-that read each config key, from the upstream rules' reads and the exhibit registry; each exhibit's report caption,
-workflow/report/<ID>.rst, from its module's `CAPTION` (a Jinja template Snakemake renders with
-the run's config).
+that read each config key, from the upstream rules' reads and the exhibit registry; each
+exhibit's report caption, workflow/report/<ID>.rst, from its module's `CAPTION` (a Jinja
+template Snakemake renders with the run's config).
 
     python -m sinkscope.docs          # rewrite the stale parts of the checkout in place
     python -m sinkscope.docs --check  # name the stale files, exit 1 (what the tests run)
