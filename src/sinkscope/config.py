@@ -112,6 +112,7 @@ UPSTREAM_READS = {
     "run_cost": ["scale"],
 }
 
+
 def schema_path() -> Path:
     """The JSON schema (YAML) of the merged configuration: the one place that knows where it is."""
     return Path(__file__).with_name("schema.yaml")
