@@ -158,3 +158,13 @@ def test_claims_strip_draws_each_claim_over_its_accepted_range_below_the_panels(
     fig.draw_without_rendering()  # the layout places the panels above the strip
     assert ax.get_position().y0 > max(a.get_position().y1 for a in strip)
     assert plotting.overlapping_text(fig) == [] and plotting.text_off_the_figure(fig) == []
+
+
+def test_sparse_ticks_label_every_kth_position_where_many_would_crowd():
+    fig, ax = plotting.figure()
+    ax.plot(range(30), range(30))
+    plotting.sparse_ticks(ax.xaxis, range(30), [f"L{i}" for i in range(30)], most=10)
+    assert list(ax.get_xticks()) == list(range(0, 30, 3))
+    assert [t.get_text() for t in ax.get_xticklabels()][:2] == ["L0", "L3"]
+    plotting.sparse_ticks(ax.yaxis, [2, 4, 6])
+    assert list(ax.get_yticks()) == [2, 4, 6]

@@ -375,8 +375,8 @@ def layer_head_maps(
         image = ax.imshow(
             grid.to_numpy(), aspect="auto", origin="lower", cmap="viridis", vmin=0, vmax=vmax
         )
-        ax.set_xticks(range(grid.shape[1]), grid.columns)
-        ax.set_yticks(range(grid.shape[0]), grid.index)
+        plotting.sparse_ticks(ax.xaxis, range(grid.shape[1]), grid.columns)
+        plotting.sparse_ticks(ax.yaxis, range(grid.shape[0]), grid.index)
         ax.set(xlabel="head", ylabel="layer", title=model)
         fig.colorbar(image, ax=ax, label=label)
     return fig

@@ -247,6 +247,15 @@ class _LogLabels(Formatter):
         return f"{x:g}" if mantissa in labelled else ""
 
 
+def sparse_ticks(axis: Axis, positions, labels=None, most: int = 10) -> None:
+    """Ticks at `positions` (e.g. layers, heads or seeds) labelled with `labels` (default: the
+    positions), every k-th where more than `most` would crowd the axis."""
+    positions = list(positions)
+    labels = positions if labels is None else list(labels)
+    step = max(1, math.ceil(len(positions) / most))
+    axis.set_ticks(positions[::step], [str(label) for label in labels[::step]])
+
+
 def log_ticks(axis: Axis, most: int = 5) -> None:
     """Readable labels on a log-scaled axis (`ax.xaxis` or `ax.yaxis`): plain numbers, at most
     `most` labelled decades, and labelled minor ticks only on a short axis (see `_LogLabels`)."""

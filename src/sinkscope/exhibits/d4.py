@@ -162,7 +162,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
     axes[2].set(xlabel="seed", ylabel="ratio", title="Zero by sink or by cancelling?")
     axes[2].legend(fontsize=7)
     for ax in axes[:3]:
-        ax.set_xticks(s.seed)  # one tick per seed, not a continuous scale
+        plotting.sparse_ticks(ax.xaxis, s.seed)  # seeds, not a continuous scale
     plotting.training_curves(
         axes[3], tables["curves"], ["seed"], None, "Training curves (every seed)"
     )

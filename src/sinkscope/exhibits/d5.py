@@ -107,7 +107,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):
 
     runs = tables["runs"].copy()
     runs["setting"] = [
-        f"T={t} d={w}\nwd={wd}"
+        f"T={t}\nd={w}\nwd={wd}"
         for t, w, wd in zip(runs["T"], runs.width, runs.weight_decay, strict=True)
     ]
     fig, axes = plotting.panels(3, width=4.2, height=3.2)

@@ -106,7 +106,8 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         part = table[table.model == model].set_index("layer")
         shares = part[list(SHARES)].fillna(0).mul(part.events_per_input, axis=0)
         shares = shares.rename(columns=SHARES)
-        shares.plot.bar(stacked=True, ax=ax, width=0.85, legend=not legend)
+        shares.plot.bar(stacked=True, ax=ax, width=0.85, legend=not legend, rot=0)
+        plotting.sparse_ticks(ax.xaxis, range(len(shares)), shares.index)
         legend = True
         ax.set(xlabel="layer", ylabel="sink events per input (heads)", title=model)
     plotting.suptitle(fig, settings["scale"], "U3", settings["title"])
