@@ -107,7 +107,7 @@ def test_panels_with_data_draws_only_panels_with_data_and_names_the_rest():
 @pytest.mark.integration
 def test_every_exhibit_figure_of_the_smoke_run_is_readable(smoke, smoke_config):
     from sinkscope.errors import read_json
-    from sinkscope.exhibits import draw
+    from sinkscope.exhibits.figure import draw
     from sinkscope.exhibits.registry import Plan, active
 
     plan = Plan(smoke_config)

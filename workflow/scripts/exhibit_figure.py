@@ -1,10 +1,10 @@
-"""The figure of one exhibit with the claims it measures as judged (`sinkscope.exhibits.draw`),
-PNG and PDF."""
+"""The figure of one exhibit with the claims it measures as judged, PNG and PDF
+(`sinkscope.exhibits.figure.draw`)."""
 
 import pandas as pd
 
 from sinkscope.errors import read_json
-from sinkscope.exhibits import draw
+from sinkscope.exhibits.figure import draw
 from sinkscope.jobs import start
 from sinkscope.provenance import save_figure
 

@@ -23,14 +23,10 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any
 
-import pandas as pd
-
-from .. import plotting
-from ..catalogue import accepted, describe_check, load_claims
 from ..stats import Interval
 from ..tables import read_tables, stack
 
-__all__ = ["PAPERS", "Measured", "draw", "module", "read_tables", "stack"]
+__all__ = ["PAPERS", "Measured", "module", "read_tables", "stack"]
 
 
 # the papers by the prefix of their exhibit IDs
@@ -60,24 +56,3 @@ class Measured:
 def module(exhibit: str) -> ModuleType:
     """The module of an exhibit ID (`U1` -> `sinkscope.exhibits.u1`)."""
     return import_module(f"{__name__}.{exhibit.lower()}")
-
-
-def draw(exhibit: str, tables: dict[str, pd.DataFrame], settings: dict, claims: dict | None):
-    """The exhibit's figure and, below its panels, the catalogue claims of its claims file
-    (`claims`: {claim id: measured record}; None where this scale measures none) with the
-    intervals the scorecard judges (`plotting.claims_strip`); controls are drawn by the panels
-    that show them."""
-    fig = module(exhibit).figure(tables, settings)
-    checks = {claim["id"]: claim["check"] for claim in load_claims()}
-    rows = [
-        {
-            "label": claim,
-            **{key: float(found[key]) for key in ("value", "low", "high")},
-            **dict(zip(("accepted_low", "accepted_high"), accepted(checks[claim]), strict=True)),
-            "check": describe_check(checks[claim]),
-        }
-        for claim, found in (claims or {}).items()
-        if claim in checks
-    ]
-    plotting.claims_strip(fig, pd.DataFrame(rows))
-    return fig
