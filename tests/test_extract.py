@@ -10,6 +10,7 @@ import pytest
 import timm
 import torch
 import transformers
+from tiny_models import VOCAB, tiny_base_model, tiny_causal_lm, tiny_vision_model
 from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb as neox_rotary
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
@@ -71,18 +72,8 @@ def compare(extracted: pd.DataFrame, direct: pd.DataFrame) -> None:
 
 
 def test_grouped_kv_decoder_matches_direct_recomputation():
-    config = transformers.LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        attn_implementation="eager",
-    )
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).eval()
-    ids = torch.randint(0, 64, (2, 12))
+    model = tiny_causal_lm("llama", num_hidden_layers=3)
+    ids = torch.randint(0, VOCAB, (2, 12))
     heads, layers = Extractor(model).run({"input_ids": ids}, np.array([0, 1]))
 
     index = 1
@@ -115,20 +106,10 @@ def test_grouped_kv_decoder_matches_direct_recomputation():
 
 
 def test_gpt_neox_packed_heads_match_direct_recomputation():
-    """Pythia's layout: q, k, v interleaved per head in query_key_value, partial rotary, dense."""
-    config = transformers.GPTNeoXConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        rotary_pct=0.25,
-        initializer_range=0.3,
-        attn_implementation="eager",
-    )
-    torch.manual_seed(0)
-    model = transformers.GPTNeoXForCausalLM(config).eval()
-    ids = torch.randint(0, 64, (2, 12))
+    """Pythia's layout: q, k, v interleaved per head in query_key_value, partial rotary (a
+    quarter of each head, GPT-NeoX's default), dense."""
+    model = tiny_causal_lm("gpt_neox", initializer_range=0.3)
+    ids = torch.randint(0, VOCAB, (2, 12))
     index = 1
     attn = model.base_model.layers[index].attention
     seen = {}
@@ -164,18 +145,7 @@ def test_gpt_neox_packed_heads_match_direct_recomputation():
 
 
 def test_vit_with_layerscale_matches_direct_recomputation():
-    config = transformers.Dinov2Config(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=48,
-        patch_size=4,
-        image_size=16,
-        layerscale_value=0.5,
-        attn_implementation="eager",
-    )
-    torch.manual_seed(0)
-    model = transformers.Dinov2Model(config).eval()
+    model = tiny_vision_model("dinov2", layerscale_value=0.5)
     pixels = torch.randn(2, 3, 16, 16)
     heads, _ = Extractor(model).run({"pixel_values": pixels}, np.array([0, 1]))
 
@@ -225,41 +195,26 @@ def test_timm_vit_with_registers_matches_direct_recomputation():
 
 
 def test_first_token_cosine_histogram_counts_every_other_token():
-    config = transformers.BertConfig(
-        vocab_size=50,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        attn_implementation="eager",
-    )
-    model = transformers.BertModel(config).eval()
+    model = tiny_base_model("bert")
     extractor = Extractor(model)
     assert len(attention_layers(model)) == 2
-    extractor.run({"input_ids": torch.randint(0, 50, (3, 9))}, np.array([0, 1, 2]))
+    extractor.run({"input_ids": torch.randint(0, VOCAB, (3, 9))}, np.array([0, 1, 2]))
     histogram = extractor.cosine_histogram()
     assert histogram.groupby("layer")["count"].sum().tolist() == [3 * 8, 3 * 8]
     assert len(histogram) == 2 * (len(COS_BINS) - 1)
 
 
 def test_maps_kept_only_for_the_first_samples():
-    config = transformers.LlamaConfig(
-        vocab_size=64,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
+    model = tiny_causal_lm("llama", num_attention_heads=2)
     extractor = Extractor(model, map_tokens=4, map_samples=1)
     for start in (0, 2):
-        extractor.run({"input_ids": torch.randint(0, 64, (2, 6))}, np.array([start, start + 1]))
+        extractor.run({"input_ids": torch.randint(0, VOCAB, (2, 6))}, np.array([start, start + 1]))
     assert {m["sample"] for m in extractor.maps} == {0}
     assert len(extractor.maps) == 2 * 2 and all(len(m["weights"]) == 16 for m in extractor.maps)
 
 
 def test_unknown_architecture_is_refused_by_name():
+    # built directly: tiny_models cannot shrink Reformer, whose axial position sizes fix its width
     config = transformers.ReformerConfig(is_decoder=True)
     with pytest.raises(UserError, match=r"ReformerModel \(model_type 'reformer'\).*Llama-like"):
         attention_layers(transformers.ReformerModel(config))
@@ -267,66 +222,23 @@ def test_unknown_architecture_is_refused_by_name():
         attention_layers(torch.nn.Linear(2, 2))
 
 
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48)
-VISION = dict(patch_size=4, image_size=16)
-
-
 @pytest.mark.parametrize(
     ("build", "inputs"),
     [
-        (
-            lambda: transformers.GPT2Model(
-                transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=50)
-            ),
-            "text",
-        ),
-        (
-            lambda: transformers.Gemma3ForCausalLM(
-                transformers.Gemma3TextConfig(
-                    vocab_size=50, num_key_value_heads=1, head_dim=8, sliding_window=4, **TINY
-                )
-            ),
-            "text",
-        ),
-        (
-            lambda: transformers.GPTNeoXForCausalLM(
-                transformers.GPTNeoXConfig(vocab_size=50, rotary_pct=0.25, **TINY)
-            ),
-            "text",
-        ),
-        (
-            lambda: transformers.Gemma2ForCausalLM(
-                transformers.Gemma2Config(
-                    vocab_size=50, num_key_value_heads=2, head_dim=8, sliding_window=4, **TINY
-                )
-            ),
-            "text",
-        ),
-        (
-            lambda: transformers.BertModel(transformers.BertConfig(vocab_size=50, **TINY)),
-            "text",
-        ),
-        (
-            lambda: transformers.Dinov2Model(transformers.Dinov2Config(**TINY, **VISION)),
-            "image",
-        ),
-        (
-            lambda: transformers.Dinov2WithRegistersModel(
-                transformers.Dinov2WithRegistersConfig(num_register_tokens=4, **TINY, **VISION)
-            ),
-            "image",
-        ),
-        (
-            lambda: transformers.CLIPVisionModel(transformers.CLIPVisionConfig(**TINY, **VISION)),
-            "image",
-        ),
+        (lambda: tiny_base_model("gpt2"), "text"),
+        (lambda: tiny_causal_lm("gemma3_text", num_key_value_heads=1), "text"),
+        (lambda: tiny_causal_lm("gpt_neox"), "text"),
+        (lambda: tiny_causal_lm("gemma2"), "text"),
+        (lambda: tiny_base_model("bert"), "text"),
+        (lambda: tiny_vision_model("dinov2"), "image"),
+        (lambda: tiny_vision_model("dinov2_with_registers", num_register_tokens=4), "image"),
+        (lambda: tiny_vision_model("clip_vision_model"), "image"),
     ],
 )
 def test_adapters_cover_the_paper_scale_architectures(build, inputs):
-    torch.manual_seed(0)
-    model = build().eval()
+    model = build()
     batch = (
-        {"input_ids": torch.randint(0, 50, (2, 10))}
+        {"input_ids": torch.randint(0, VOCAB, (2, 10))}
         if inputs == "text"
         else {"pixel_values": torch.randn(2, 3, 16, 16)}
     )
@@ -336,16 +248,7 @@ def test_adapters_cover_the_paper_scale_architectures(build, inputs):
 
 
 def test_qk_spectra_of_grouped_heads_match_the_weights():
-    config = transformers.LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config)
+    model = tiny_causal_lm("llama")
     table = qk_spectra(model)
     attn = model.base_model.layers[0].self_attn
     head = 3  # query head 3 reads key head 1
@@ -358,12 +261,7 @@ def test_qk_spectra_of_grouped_heads_match_the_weights():
 
 
 def test_qk_spectra_of_packed_gpt_neox_heads_match_the_weights():
-    config = transformers.GPTNeoXConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
-        num_attention_heads=4,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    model = transformers.GPTNeoXForCausalLM(config)
+    model = tiny_causal_lm("gpt_neox")
     table = qk_spectra(model)
     weight = model.base_model.layers[0].attention.query_key_value.weight  # rows: h0 q k v, h1 ...
     head = 2
@@ -375,8 +273,7 @@ def test_qk_spectra_of_packed_gpt_neox_heads_match_the_weights():
 
 
 def test_qk_spectra_of_gpt2_heads_match_the_weights():
-    torch.manual_seed(0)
-    model = transformers.GPT2Model(transformers.GPT2Config(n_embd=32, n_layer=1, n_head=4))
+    model = tiny_base_model("gpt2")
     table = qk_spectra(model)
     weight = model.h[0].attn.c_attn.weight  # Conv1D (d, 3d): columns q | k | v
     head = 1
@@ -384,19 +281,6 @@ def test_qk_spectra_of_gpt2_heads_match_the_weights():
     sigma = torch.linalg.svdvals((w_q @ w_k.T).double())
     row = table[(table.layer == 0) & (table["head"] == head)].iloc[0]
     assert row.sigma1 == pytest.approx(sigma[0].item())
-
-
-def _tiny_llama() -> torch.nn.Module:
-    config = transformers.LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
-    torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config).eval()
 
 
 def _plan(*sets: tuple[str, int, list[tuple[int, int]]]) -> pd.DataFrame:
@@ -413,8 +297,8 @@ def _similarity(table: pd.DataFrame) -> pd.Series:
 
 
 def test_uniform_intervention_changes_only_the_chosen_heads():
-    model = _tiny_llama()
-    batch = [({"input_ids": torch.randint(0, 64, (2, 10))}, np.array([0, 1]))]
+    model = tiny_causal_lm("llama")
+    batch = [({"input_ids": torch.randint(0, VOCAB, (2, 10))}, np.array([0, 1]))]
     none = uniform_intervention(model, batch, _plan())
     assert set(none.condition) == {"original"} and len(none) == 4  # 2 samples x 2 layers
     found = _similarity(uniform_intervention(model, batch, _plan(("sink", 0, [(1, 0), (1, 2)]))))
@@ -427,8 +311,8 @@ def test_negative_control_makes_as_many_random_other_heads_uniform():
     """The plan drawn from a heads table (two sink heads of layer 1) run on a tiny Llama: the
     matched sink heads are the sink heads, each draw makes two other heads uniform, identical
     sets give identical rows, and every set equals a run of its heads alone."""
-    model = _tiny_llama()
-    batch = [({"input_ids": torch.randint(0, 64, (3, 12))}, np.array([0, 1, 2]))]
+    model = tiny_causal_lm("llama")
+    batch = [({"input_ids": torch.randint(0, VOCAB, (3, 12))}, np.array([0, 1, 2]))]
     heads = pd.DataFrame(
         [
             {
@@ -469,25 +353,11 @@ def test_negative_control_makes_as_many_random_other_heads_uniform():
         )
 
 
-def _small_llama(seed: int) -> transformers.LlamaForCausalLM:
-    config = transformers.LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        attn_implementation="eager",
-    )
-    torch.manual_seed(seed)
-    return transformers.LlamaForCausalLM(config).eval()
-
-
 def test_hooks_of_two_models_stay_with_their_model():
     """Nested `hooked` contexts: each model's attention calls its own hook, the outer one
     still after the inner context has closed."""
-    models = [_small_llama(0), _small_llama(1)]
-    ids = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(0))
+    models = [tiny_causal_lm("llama", seed) for seed in (0, 1)]
+    ids = torch.randint(0, VOCAB, (1, 8), generator=torch.Generator().manual_seed(0))
     seen = {0: [], 1: []}
 
     def keeper(which):
@@ -510,8 +380,10 @@ def test_hooks_of_two_models_stay_with_their_model():
 def test_two_extractions_run_at_once():
     """Two threads extract from two models at the same time (each waits in its first layer
     until the other is inside its forward pass too) and get what each gets alone."""
-    models = [_small_llama(0), _small_llama(1)]
-    inputs = {"input_ids": torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))}
+    models = [tiny_causal_lm("llama", seed) for seed in (0, 1)]
+    inputs = {
+        "input_ids": torch.randint(0, VOCAB, (2, 8), generator=torch.Generator().manual_seed(0))
+    }
     with torch.no_grad():
         alone = [Extractor(m).run(inputs, np.array([0, 1]))[0] for m in models]
     both_inside = threading.Barrier(2, timeout=60)
@@ -540,16 +412,10 @@ def test_two_extractions_run_at_once():
 def test_learned_sinks_are_a_value_less_key_of_their_own():
     """GPT-OSS: each head's learned-sink share is what its own eager attention leaves to the
     real keys' complement, and a head whose sink logit dominates has its sink there, a NOP."""
-    config = transformers.GptOssConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_local_experts=2,
-        num_experts_per_tok=1, sliding_window=4, attn_implementation="eager",
-    )  # fmt: skip
-    torch.manual_seed(0)
-    model = transformers.GptOssForCausalLM(config).eval()
+    model = tiny_causal_lm("gpt_oss")
     with torch.no_grad():
         model.model.layers[1].self_attn.sinks.copy_(torch.tensor([6.0, -6.0, 0.0, 0.0]))
-    ids = torch.randint(0, 64, (2, 10))
+    ids = torch.randint(0, VOCAB, (2, 10))
     heads, _ = Extractor(model).run({"input_ids": ids}, np.array([0, 1]))
     with torch.no_grad():
         probs = model(ids, output_attentions=True).attentions[1]

@@ -2,12 +2,13 @@
 
 `causal_lm_types()` lists every model type with a causal-LM class, `vision_types()` every model
 type with a vision-only image model (image classification or backbone classes, and the
-`*_vision_model` towers); `tiny_causal_lm(model_type)` and `tiny_vision_model(model_type)` build
-one with 2 layers and a small width, eager attention, in eval mode. Every parameter its
-initialisation leaves constant (biases, norm weights, learned sink logits, LayerScale) is moved
-away from that value, so a term an implementation drops changes its output. A model type whose
-tiny model transformers cannot build from its default config raises `Unbuildable` with the
-reason; the zoo tests count those.
+`*_vision_model` towers); `tiny_causal_lm(model_type)`, `tiny_vision_model(model_type)` and
+`tiny_base_model(model_type)` build one with 2 layers and a small width, eager attention, in eval
+mode; keyword overrides (`tiny_causal_lm("llama", num_hidden_layers=3)`) are set on the config
+after it is shrunk. Every parameter its initialisation leaves constant (biases, norm weights,
+learned sink logits, LayerScale) is moved away from that value, so a term an implementation drops
+changes its output. A model type whose tiny model transformers cannot build from its default
+config raises `Unbuildable` with the reason; the zoo tests count those.
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ def vision_types() -> list[str]:
     return sorted(t for t in found if t in configuration_auto.CONFIG_MAPPING_NAMES)
 
 
-def tiny_config(model_type: str) -> transformers.PretrainedConfig:
-    """The default config of `model_type` shrunk to `TINY` (sub-configs too)."""
+def tiny_config(model_type: str, **overrides) -> transformers.PretrainedConfig:
+    """The default config of `model_type` shrunk to `TINY` (sub-configs too), then `overrides`
+    set on it; a setting the config does not have is refused, as it would be ignored."""
     try:
         config = configuration_auto.CONFIG_MAPPING[model_type]()
     except Exception as error:  # noqa: BLE001 - any failure of a foreign config is a reason
@@ -79,6 +81,10 @@ def tiny_config(model_type: str) -> transformers.PretrainedConfig:
         _shrink(config)
     except Exception as error:  # noqa: BLE001
         raise Unbuildable(f"{model_type}: config cannot be shrunk ({_reason(error)})") from None
+    for key, value in overrides.items():
+        if not hasattr(config, key):
+            raise TypeError(f"{type(config).__name__} has no setting {key!r}")
+        setattr(config, key, value)
     return config
 
 
@@ -105,8 +111,8 @@ def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0][:160]}" if text else type(error).__name__
 
 
-def _build(model_type: str, mapping: dict, seed: int) -> torch.nn.Module:
-    config = tiny_config(model_type)
+def _build(model_type: str, mapping: dict, seed: int, overrides: dict) -> torch.nn.Module:
+    config = tiny_config(model_type, **overrides)
     name = mapping[model_type]
     try:
         cls = getattr(transformers, name if isinstance(name, str) else name[0])
@@ -132,19 +138,24 @@ def move_constant_parameters(model: torch.nn.Module, seed: int = 0) -> None:
                 parameter.add_(0.3 * noise)
 
 
-def tiny_causal_lm(model_type: str, seed: int = 0) -> torch.nn.Module:
+def tiny_causal_lm(model_type: str, seed: int = 0, **overrides) -> torch.nn.Module:
     """A tiny random causal LM of `model_type` (eager attention, eval mode)."""
-    return _build(model_type, modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, seed)
+    return _build(model_type, modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, seed, overrides)
 
 
-def tiny_vision_model(model_type: str, seed: int = 0) -> torch.nn.Module:
+def tiny_base_model(model_type: str, seed: int = 0, **overrides) -> torch.nn.Module:
+    """A tiny random base model (no head) of `model_type` (eager attention, eval mode)."""
+    return _build(model_type, modeling_auto.MODEL_MAPPING_NAMES, seed, overrides)
+
+
+def tiny_vision_model(model_type: str, seed: int = 0, **overrides) -> torch.nn.Module:
     """A tiny random vision base model (or backbone) of `model_type` for 16-pixel images; a
     composite (image-text) type is Unbuildable here, its vision tower being a type of its own."""
     if "vision_config" in configuration_auto.CONFIG_MAPPING[model_type].sub_configs:
         raise Unbuildable(f"{model_type}: composite model, its vision tower is listed apart")
     mapping = {**modeling_auto.MODEL_FOR_BACKBONE_MAPPING_NAMES,
                **modeling_auto.MODEL_MAPPING_NAMES}  # fmt: skip
-    return _build(model_type, mapping, seed)
+    return _build(model_type, mapping, seed, overrides)
 
 
 def text_inputs(batch: int = 2, length: int = LENGTH, seed: int = 0) -> dict:
