@@ -127,7 +127,9 @@ def interval_bars(ax, x, value, low, high, horizontal: bool = False, **style):
 def claim_panel(ax, table, title: str, label: str, reference: float | None = None) -> None:
     """Claims' values (`table` rows: label, value, low, high, as the tables computed them)
     with their intervals, one row each from the top (their labels on the left, `label` the
-    value axis), and the `reference` line (e.g. 1 for a ratio)."""
+    value axis), and the `reference` line (e.g. 1 for a ratio); rows without a value (e.g. a
+    model with no events) are left out."""
+    table = table[np.isfinite(table.value.astype(float))]
     rows = np.arange(len(table))
     interval_bars(ax, rows, table.value, table.low, table.high, horizontal=True, fmt="o")
     if reference is not None:
