@@ -316,7 +316,9 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     for ax in axes[len(pairs) + 1 :]:
         ax.set_visible(False)
     cells = bottom.subplots(bottom_rows, 3, squeeze=False)
-    for row_axes, sample in zip(cells, samples, strict=False):
+    drawn = shown[(shown.role == "with") & shown["sample"].isin(samples)]
+    taken = sorted({f"{mass:.2f}" for mass in drawn.register_mass})  # one value: said once
+    for number, (row_axes, sample) in enumerate(zip(cells, samples, strict=False)):
         rows = shown[shown["sample"] == sample].set_index("role")
         first = rows.iloc[0]
         image = np.frombuffer(first.pixels, np.uint8).reshape(first.image_size, first.image_size, 3)
@@ -327,8 +329,12 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
                 row = rows.loc[role]
                 grid = np.asarray(row.weights).reshape(row.side, row.side)
                 ax.imshow(grid, cmap="inferno")
-                taken = f"\n(registers take {row.register_mass:.2f})" if role == "with" else ""
-                ax.set_title(f"CLS attention, {role} registers{taken}", fontsize=7)
+                title = f"CLS attention, {role} registers" if number == 0 else ""
+                if role == "with" and len(taken) == 1 and number == 0:
+                    title += f"\n(registers take {taken[0]} in every image)"
+                elif role == "with" and len(taken) > 1:
+                    title += f"{chr(10) if title else ''}registers take {row.register_mass:.2f}"
+                ax.set_title(title, fontsize=7)
     for ax in cells.flat:
         ax.axis("off")
     plotting.suptitle(fig, settings["scale"], "S8", settings["title"])
