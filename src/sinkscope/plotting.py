@@ -139,7 +139,8 @@ def claim_panel(ax, table, title: str, label: str, reference: float | None = Non
     ax.set(xlabel=label, title=title, ylim=(len(table) - 0.5, -0.5))
 
 
-CLAIM_ROW, CLAIM_HEAD = 0.62, 0.35  # inches: one claim of the strip, the strip's heading
+# inches: one claim of the strip, the strip's heading, a further line of small text in it
+CLAIM_ROW, CLAIM_HEAD, SMALL_LINE = 0.62, 0.35, 0.17
 CLAIMS_HEADING = "The claims as judged: value and 95 % interval; shaded, what the check accepts"
 
 
@@ -156,7 +157,7 @@ def claims_strip(fig, rows) -> None:
     width, height = fig.get_size_inches()
     heading = _wrapped(CLAIMS_HEADING, width)
     lines = heading.count("\n") + 1
-    head = CLAIM_HEAD + 0.17 * (lines - 1 + (said.count("\n") + 1 if said else 0))
+    head = CLAIM_HEAD + SMALL_LINE * (lines - 1 + (said.count("\n") + 1 if said else 0))
     strip = CLAIM_ROW * len(rows) + head
     total = height + strip
     fig.set_figheight(total)
@@ -165,7 +166,7 @@ def claims_strip(fig, rows) -> None:
     top = (strip - 0.08) / total
     fig.text(0.5, top, heading, ha="center", va="top", fontsize="small", weight="bold")
     if said:
-        below = top - 0.17 * lines / total
+        below = top - SMALL_LINE * lines / total
         fig.text(
             0.5,
             below,

@@ -329,12 +329,12 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
                 row = rows.loc[role]
                 grid = np.asarray(row.weights).reshape(row.side, row.side)
                 ax.imshow(grid, cmap="inferno")
-                title = f"CLS attention, {role} registers" if number == 0 else ""
-                if role == "with" and len(taken) == 1 and number == 0:
-                    title += f"\n(registers take {taken[0]} in every image)"
-                elif role == "with" and len(taken) > 1:
-                    title += f"{chr(10) if title else ''}registers take {row.register_mass:.2f}"
-                ax.set_title(title, fontsize=7)
+                lines = [f"CLS attention, {role} registers"] if number == 0 else []
+                if role == "with" and len(taken) > 1:
+                    lines.append(f"registers take {row.register_mass:.2f}")
+                elif role == "with" and number == 0:
+                    lines.append(f"(registers take {taken[0]} in every image)")
+                ax.set_title("\n".join(lines), fontsize=7)
     for ax in cells.flat:
         ax.axis("off")
     plotting.suptitle(fig, settings["scale"], "S8", settings["title"])
