@@ -95,7 +95,7 @@ def _manifests(tmp_path, scale: dict[str, tuple[int, int]]) -> list[str]:
     return paths
 
 
-TINY = (207_360, 300)  # parameters, steps: the default ViT
+TINY = (207_360, 150)  # parameters, steps: the default ViT
 LARGE = (303_300_608, 250_200)  # ViT-L/16 for 100 epochs of ImageNet-1k at batch 512
 
 
@@ -489,12 +489,12 @@ def test_u9_without_nop_events_has_an_exact_upper_bound(tmp_path):
 
 
 def test_u9_below_the_literatures_scale_is_not_testable(tmp_path):
-    """The default's tiny ViT trained 300 steps: no NOP events is not a failure of the claims
+    """The default's tiny ViT trained 150 steps: no NOP events is not a failure of the claims
     but a model below the scale of the phenomenon."""
     tables = _u9_tables(tmp_path, (0, 1, 2), paper_like=True, scale=TINY, nop=False)
     claims = u9.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
     assert claims["U9.baseline_parameters"].value == pytest.approx(0.20736)
-    assert claims["U9.baseline_images_seen"].value == pytest.approx(300 * 512 / 1e6)
+    assert claims["U9.baseline_images_seen"].value == pytest.approx(TINY[1] * 512 / 1e6)
     for control in ("U9.baseline_parameters", "U9.baseline_images_seen"):
         assert verdict(claims, control, "exact") is False
     for claim in CHECKS:
@@ -780,7 +780,7 @@ def test_model_scale_of_a_released_model_has_no_training_length(tmp_path):
     released.write_text(json.dumps({"name": "dinov2-g", "parameters": 1_136_480_768}))
     scale = vision_tables.model_scale([*paths, str(released)], ["vit-baseline-s0", "dinov2-g"])
     assert scale.parameters.tolist() == [207_360, 1_136_480_768]
-    assert scale.steps.iloc[0] == 300 and np.isnan(scale.steps.iloc[1])
+    assert scale.steps.iloc[0] == TINY[1] and np.isnan(scale.steps.iloc[1])
     assert np.isnan(scale.depth.iloc[1])
     with pytest.raises(ValueError, match="2 manifests for 1 models"):
         vision_tables.model_scale([*paths, str(released)], ["dinov2-g"])

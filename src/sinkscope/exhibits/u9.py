@@ -398,7 +398,7 @@ images it saw in training (steps x `mitigation.train.batch_size`). The controls
 `U9.baseline_parameters` (at least 300 M) and `U9.baseline_images_seen` (at least 42.7 M: a third
 of 100 epochs of ImageNet-1k's 1.28 M images) take the smallest over the baseline's seeds, exact.
 Every U9 claim, and U8's segmentation claims, carry both, so a ViT below that scale (the default's
-4-layer, 32-pixel ViTs trained for 300 steps) makes them not testable at this scale rather than
+4-layer, 32-pixel ViTs trained for 150 steps) makes them not testable at this scale rather than
 not replicated. The claims that need sinks also require the baseline to show them (its rate's
 interval above 0).
 """
