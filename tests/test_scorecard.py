@@ -553,17 +553,25 @@ def test_forest_plot_colours_replications_and_draws_extensions_and_checks_apart(
     assert [label.split()[0] for label in labels] == ["U1.a", "U1.b", "U1.llm.e", "S1.c"]
     assert labels[3].endswith("check") and labels[2].endswith("extension")
     assert not labels[0].endswith(("check", "extension"))
+    rows = dict(zip(ax.get_yticks(), (label.split()[0] for label in labels), strict=True))
     markers = {
-        int(line.get_ydata()[0]): (line.get_marker(), to_hex(line.get_color()))
+        rows[line.get_ydata()[0]]: (line.get_marker(), to_hex(line.get_color()))
         for line in ax.lines
         if line.get_marker() in ("o", "s")
     }
     assert markers == {
-        0: ("o", scorecard.VERDICT_COLOURS[REPLICATED]),
-        1: ("o", scorecard.VERDICT_COLOURS[NOT_REPLICATED]),
-        2: ("s", scorecard.VERDICT_COLOURS[NOT_REPLICATED]),
-        3: ("o", CHECK_COLOUR),
+        "U1.a": ("o", scorecard.VERDICT_COLOURS[REPLICATED]),
+        "U1.b": ("o", scorecard.VERDICT_COLOURS[NOT_REPLICATED]),
+        "U1.llm.e": ("s", scorecard.VERDICT_COLOURS[NOT_REPLICATED]),
+        "S1.c": ("o", CHECK_COLOUR),
     }
+    headings = {text.get_text(): text.get_position()[1] for text in ax.texts}
+    assert headings == {
+        "Unifying View": 0,
+        "Unifying View: extensions": 3,
+        "StreamingLLM: checks": 5,
+    }
+    assert not set(headings.values()) & set(rows), "a block's heading shares a claim's row"
     title = fig._suptitle.get_text()
     assert f"2 replications: 1 replicated, {CHOSEN_0}1 not replicated" in title
     assert f"1 extension (squares): 0 replicated, {CHOSEN_0}1 not replicated" in title

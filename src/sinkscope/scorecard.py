@@ -351,9 +351,12 @@ def figure(card: pd.DataFrame):
 
     checks = {claim["id"]: claim["check"] for claim in load_claims()}
     ordered = pd.concat([card[card.kind == kind] for kind in (REPLICATION, EXTENSION, CHECK)])
-    fig, ax = plotting.figure(width=8.5, height=0.22 * len(ordered) + 1.8)
+    blocks = ordered.kind + " " + ordered.exhibit.str[0]
+    starts = blocks.ne(blocks.shift()).to_numpy()
+    rows = np.arange(len(ordered)) + np.cumsum(starts)  # a row of its own for each block's heading
+    fig, ax = plotting.figure(width=8.5, height=0.22 * (len(ordered) + starts.sum()) + 1.8)
     labels = []
-    for y, row in enumerate(ordered.itertuples(index=False)):
+    for y, row in zip(rows, ordered.itertuples(index=False), strict=True):
         reference, unit, (lo, hi) = _scaled(checks[row.claim_id], row)
         ax.fill_between([max(lo, -CLIP), min(hi, CLIP)], y - 0.4, y + 0.4, color="#e8f3ee", lw=0)
         is_check = row.kind == CHECK
@@ -375,18 +378,16 @@ def figure(card: pd.DataFrame):
             LEDGER_MARK if row.ledger else ""
         )
         labels.append(" ".join(filter(None, [row.claim_id, marks, f"[{row.check}]"])) + kind)
-    blocks = ordered.kind + " " + ordered.exhibit.str[0]
-    starts = np.flatnonzero(blocks.ne(blocks.shift()))
-    for y in starts:
-        row = ordered.iloc[y]
+    for first in np.flatnonzero(starts):
+        row, y = ordered.iloc[first], rows[first] - 1
         paper = PAPERS[row.exhibit[0]] + ("" if row.kind == REPLICATION else f": {row.kind}s")
-        new_kind = y == 0 or ordered.kind.iloc[y - 1] != row.kind
-        ax.axhline(y - 0.5, color="black", lw=1.6 if new_kind and y else 0.6)
-        ax.text(CLIP, y - 0.3, paper, ha="right", va="top", fontsize=8, weight="bold")
+        new_kind = first == 0 or ordered.kind.iloc[first - 1] != row.kind
+        ax.axhline(y - 0.5, color="black", lw=1.6 if new_kind and first else 0.6)
+        ax.text(-CLIP, y, paper, ha="left", va="center", fontsize=8, weight="bold")
     ax.axvline(0, color="black", lw=0.8, ls=":")
     ax.set_xscale("symlog", linthresh=1.0)
-    ax.set(xlim=(-CLIP * 1.1, CLIP * 1.1), ylim=(len(ordered) - 0.5, -0.8))
-    ax.set_yticks(range(len(ordered)), labels, fontsize=7)
+    ax.set(xlim=(-CLIP * 1.1, CLIP * 1.1), ylim=(rows[-1] + 0.5, -0.5) if len(rows) else None)
+    ax.set_yticks(rows, labels, fontsize=7)
     ax.set_xlabel("(measured - threshold) / |threshold|   (holds: yes = +1, no = -1)")
     handles = [
         Line2D([], [], color=colour, marker="o", lw=1.6, label=verdict)
