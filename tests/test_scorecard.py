@@ -656,13 +656,14 @@ def test_a_control_without_its_phenomenon_is_not_testable_in_every_view(marked):
 
     fig = scorecard.figure(card)
     ax = fig.axes[0]
+    labels = [tick.get_text() for tick in ax.get_yticklabels()]
+    rows = dict(zip(ax.get_yticks(), labels, strict=True))
     colours = {
-        int(line.get_ydata()[0]): to_hex(line.get_color())
+        rows[line.get_ydata()[0]]: to_hex(line.get_color())
         for line in ax.lines
         if line.get_marker() == "o"
     }
-    assert colours[0] == scorecard.VERDICT_COLOURS[NOT_TESTABLE]
-    labels = [tick.get_text() for tick in ax.get_yticklabels()]
+    assert colours[labels[0]] == scorecard.VERDICT_COLOURS[NOT_TESTABLE]
     assert labels[0] == "U1.a † [> 1]" and labels[1] == "U1.b * [< 0]"
     title = fig._suptitle.get_text()
     assert "1 not testable at this scale" in title
