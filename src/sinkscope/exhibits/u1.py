@@ -491,8 +491,8 @@ gave U1 10.2 float32 steps per CPU-second on a 2-core machine shared with other 
 that of Theta = W_Q W_K^T (Eq. 24), where the reference notebook of Figure 2B takes the singular
 values of `Wq.weight @ Wk.weight.T` = W_Q^T W_K (`toy/notebooks/README.md`, its point 6); the donor
 sink value is kept as a check rather than a claim the run could fail. The training steps run in
-float32 on every host (`precision: bfloat16` makes them bfloat16 autocast where the machine
-computes it natively); the control's note names the precision. Paper scale
+float32 on every host (`precision: bfloat16` makes them bfloat16 autocast on every host,
+emulated where the CPU has no bfloat16 units); the control's note names the precision. Paper scale
 (`config/paper.yaml`) uses the reference's 30 000 steps per replicate and 16 384 evaluation
 sequences, and adds a (gamma, p) sweep (one replicate per setting) that the reference does not
 have.

@@ -277,37 +277,38 @@ bidirectional attention. *Recipe*: AdamW lr 5e-4, weight decay 1e-4, default bet
 clipping, batch 1024. *Source of the paper values*: the README table of `toy/global_pathway`
 (arm `base`, means over seeds 0-4: task MSE 0.1397, inflow L1 0.888, inflow L2 0.906); the
 paper's 0.888 is layer 1's max inflow, so `U2.layer1_inflow` measures that, not the attention to
-j* of the hub. *Deviations*: the default config trains 3 seeds for 400 steps instead of 5 seeds
-for 30 000, the same recipe otherwise, in float32 on every host as the reference (fp32, TF32
-off): a step at batch 1024 costs ~0.37 CPU-s (about 21 GFLOP, near one core's float32 peak, so
-no batching over seeds changes it much); `precision: bfloat16` gives ~0.19 CPU-s under bfloat16
-autocast on a CPU that computes it natively (the evaluation MSE of the two precisions agreed to
-3-4 digits over the first 400 steps of a check run). The loss keeps falling slowly long after
-its first drop, and the mechanism keeps changing. A check run of three seeds to 3000 steps
-(bfloat16, the default recipe and seeds from before u and R had a seed of their own: they were
-drawn from the data seed; the control computed at every 200th step as if training had ended
-there) gave evaluation MSEs at steps 1000 / 2000 / 3000 of
+j* of the hub. *Deviations*: the default config trains one seed for 400 steps instead of 5 seeds
+for 30 000 (no interval: every U2 row waits on the convergence control, which 400 steps cannot
+meet), the same recipe otherwise, in float32 on every host as the reference (fp32, TF32 off): a
+step at batch 1024 costs ~0.37 CPU-s (about 21 GFLOP, near one core's float32 peak, so no batching
+over seeds changes it much); `precision: bfloat16` (autocast on every host) gives ~0.19 CPU-s on a
+CPU that computes bfloat16 natively (the evaluation MSE of the two precisions agreed to 3-4 digits
+over the first 400 steps of a check run). The loss keeps falling slowly long after its first drop,
+and the mechanism keeps changing. A check run of three seeds to 3000 steps (bfloat16, the default
+recipe and seeds from before u and R had a seed of their own: they were drawn from the data seed;
+the control computed at every 200th step as if training had ended there) gave evaluation MSEs at
+steps 1000 / 2000 / 3000 of
 0.138 / 0.132 / 0.122 (seed 0), 0.416 / 0.412 / 0.413 (seed 1, on a plateau from step ~800) and
 0.109 / 0.106 / 0.092 (seed 2), and layer-1 max inflows of 0.69 / 0.82 / 0.87, 0.73 / 0.76 / 0.77
-  and 0.09 / 0.11 / 0.20. At the constant learning rate the evaluation MSE of seeds 0 and 2 moves by
-  2-4 % (median) between logged steps after step 1000, so a seed's late fall changes by several % of
-  the end loss from one end to the next: the control's interval over the three seeds contained 5 %
-  at 12 of the 14 ends from 400 to 3000 and lay below it at 2200 and 3000 only, while seed 2's loss
-  and layer-1 inflow were still moving. A plateau such as seed 1's passes the late-fall rule whether
-  or not a later drop ends it, a limit of any rule read off the end of a curve. The reference's
-  training loss levels off only near step 10 000 (0.0615 at step 5000, 0.047 at 10 000, 0.043-0.058
-  after, in `broadcast_causal_intervention.ipynb`); 10 000 steps per seed would take ~62 CPU-minutes
-  here in float32 (~32 in native bfloat16), far beyond the default run's budget; whether a run's
-  seeds converged is for its convergence control to say. The slope of the evaluation MSE over the
-  last fifth of training and the converged / not converged verdict it gives are reported per seed in
-  the note of `U2.mse`. The control's course over training is U2's `emergence` table and the last
-  panel of its figure: at every logged step from the fifth on, each seed's late fall as if training
-  had ended there and their mean with its t-interval over the seeds, against the 5 % threshold,
-  computed from the evaluation losses that training logs (`toys.curves.fall_over_training`; no
-  second pass). Paper scale (`config/paper.yaml`) uses 5 seeds and 30 000 steps; the extended CPU
-  tier (`config/extended.yaml`) the default's 3 seeds for 10 000 steps, where the reference levels
-  off, in bfloat16 where the CPU computes it natively (a float32 step is 2-4x slower here). Seeds
-  and generators are sinkscope's.
+and 0.09 / 0.11 / 0.20. At the constant learning rate the evaluation MSE of seeds 0 and 2 moves by
+2-4 % (median) between logged steps after step 1000, so a seed's late fall changes by several % of
+the end loss from one end to the next: the control's interval over the three seeds contained 5 %
+at 12 of the 14 ends from 400 to 3000 and lay below it at 2200 and 3000 only, while seed 2's loss
+and layer-1 inflow were still moving. A plateau such as seed 1's passes the late-fall rule whether
+or not a later drop ends it, a limit of any rule read off the end of a curve. The reference's
+training loss levels off only near step 10 000 (0.0615 at step 5000, 0.047 at 10 000, 0.043-0.058
+after, in `broadcast_causal_intervention.ipynb`); 10 000 steps per seed would take ~62 CPU-minutes
+here in float32 (~32 in native bfloat16), far beyond the default run's budget; whether a run's
+seeds converged is for its convergence control to say. The slope of the evaluation MSE over the
+last fifth of training and the converged / not converged verdict it gives are reported per seed in
+the note of `U2.mse`. The control's course over training is U2's `emergence` table and the last
+panel of its figure: at every logged step from the fifth on, each seed's late fall as if training
+had ended there and their mean with its t-interval over the seeds, against the 5 % threshold,
+computed from the evaluation losses that training logs (`toys.curves.fall_over_training`; no
+second pass). Paper scale (`config/paper.yaml`) uses 5 seeds and 30 000 steps; the extended CPU
+tier (`config/extended.yaml`) 3 seeds for 10 000 steps, where the reference levels off, in bfloat16
+on every host (a float32 step is 2-4x slower here than a native bfloat16 one; a CPU without
+bfloat16 units emulates it, slower still). Seeds and generators are sinkscope's.
 """
 
 CAPTION = r"""
