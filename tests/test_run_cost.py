@@ -127,7 +127,8 @@ def test_a_job_feeding_several_exhibits_splits_its_minutes_among_their_claims():
     assert per_claim.jobs.to_dict() == {"X.one": 2, "Y.a": 2, "Y.b": 2, "Y.c": 2, "Z.a": 0}
     assert per_claim.loc["X.one", "share"] == pytest.approx(3.5 / 16, abs=1e-4)
 
-    states = run_cost.cost_by_verdict(per_claim.reset_index(), jobs).set_index("verdict")
+    sole = run_cost.sole_cost(jobs, feeds, CARD)
+    states = run_cost.cost_by_verdict(per_claim.reset_index(), jobs, sole).set_index("verdict")
     assert list(states.index) == [
         "replicated",
         "inconclusive at this scale",
@@ -154,10 +155,38 @@ def test_a_job_feeding_several_exhibits_splits_its_minutes_among_their_claims():
 
 def test_a_job_whose_exhibit_has_no_claim_on_the_card_feeds_no_claim():
     jobs = _jobs(**{"tables_W/all": 4, "tables_X/all": 1})
-    per_claim = run_cost.claim_cost(jobs, {"W": ["tables_W/all"], "X": ["tables_X/all"]}, CARD)
-    states = run_cost.cost_by_verdict(per_claim, jobs).set_index("verdict")
-    assert states.loc[run_cost.NO_CLAIM, "job_min"] == pytest.approx(4.0)
+    feeds = {"W": ["tables_W/all"], "X": ["tables_X/all"]}
+    per_claim = run_cost.claim_cost(jobs, feeds, CARD)
+    sole = run_cost.sole_cost(jobs, feeds, CARD)
+    states = run_cost.cost_by_verdict(per_claim, jobs, sole).set_index("verdict")
+    assert states.loc[run_cost.NO_CLAIM, ["job_min", "sole_min"]].tolist() == pytest.approx([4, 4])
     assert states.loc["replicated", "job_min"] == pytest.approx(1.0)
+
+
+def test_a_job_is_the_sole_cost_of_a_verdict_only_when_every_row_it_feeds_has_that_verdict():
+    jobs = _jobs(**{"tables_X/all": 1, "tables_Z/all": 2, "extract/a": 4, "extract/b": 8})
+    feeds = {
+        "X": ["tables_X/all", "extract/a"],
+        "Y": ["extract/a"],  # Y's rows are inconclusive, replicated and not testable
+        "Z": ["tables_Z/all", "extract/b"],
+    }
+    sole = run_cost.sole_cost(jobs, feeds, CARD)
+    assert sole.to_dict() == pytest.approx({"replicated": 1.0, "not run": 10.0})
+    per_claim = run_cost.claim_cost(jobs, feeds, CARD)
+    states = run_cost.cost_by_verdict(per_claim, jobs, sole).set_index("verdict")
+    assert states.sole_min.drop("job total").to_dict() == pytest.approx(
+        {
+            "not run": 10.0,
+            "replicated": 1.0,
+            "inconclusive at this scale": 0.0,
+            "not testable at this scale": 0.0,
+            run_cost.NO_CLAIM: 0.0,
+        }
+    )
+    assert states.loc["not run", "sole_share"] == pytest.approx(10 / 15, abs=1e-4)
+    assert pd.isna(states.loc["job total", "sole_min"])
+    verdicts = states.drop(index="job total")
+    assert (verdicts.sole_min <= verdicts.job_min + 1e-9).all()
 
 
 @pytest.mark.integration
@@ -173,3 +202,5 @@ def test_the_smoke_run_attributes_its_job_minutes_to_the_claims_they_fed(smoke):
     # the extraction of the text model feeds S2's claims; the atlas pages feed none
     assert per_claim.loc[per_claim.exhibit == "S2", "jobs"].min() >= 4
     assert 0 < states.loc[run_cost.NO_CLAIM, "job_min"] < total
+    verdicts = states.drop(index="job total")
+    assert (verdicts.sole_min <= verdicts.job_min + 0.002).all()

@@ -123,6 +123,21 @@ def job_key(rule: str, job: str) -> str:
     return f"{rule}/{job}"
 
 
+def _job_minutes(jobs: pd.DataFrame) -> pd.Series:
+    """Each benchmarked job's wall minutes, indexed by `job_key`."""
+    keys = [job_key(r, j) for r, j in zip(jobs.rule, jobs.job, strict=True)]
+    return pd.Series(jobs.wall_s.to_numpy() / 60, index=keys)
+
+
+def _fed(minutes: pd.Series, feeds: dict[str, list[str]], exhibits) -> pd.DataFrame:
+    """(exhibit, key) for each benchmarked job upstream of an exhibit among `exhibits`."""
+    fed = pd.DataFrame(
+        [(exhibit, key) for exhibit, keys in feeds.items() for key in keys if key in minutes.index],
+        columns=["exhibit", "key"],
+    )
+    return fed[fed.exhibit.isin(exhibits)]
+
+
 def claim_cost(jobs: pd.DataFrame, feeds: dict[str, list[str]], card: pd.DataFrame) -> pd.DataFrame:
     """Each claim of the scorecard `card` (exhibit, claim_id, kind, verdict) with the job-minutes
     that fed it. `feeds` lists, per exhibit, the jobs (`job_key`) upstream of its tables, claims
@@ -132,13 +147,8 @@ def claim_cost(jobs: pd.DataFrame, feeds: dict[str, list[str]], card: pd.DataFra
     job-minutes)."""
     claims = card[["exhibit", "claim_id", "kind", "verdict"]].reset_index(drop=True)
     per_exhibit = claims.groupby("exhibit").size()
-    minutes = jobs.assign(key=[job_key(r, j) for r, j in zip(jobs.rule, jobs.job, strict=True)])
-    minutes = minutes.set_index("key").wall_s / 60
-    fed = pd.DataFrame(
-        [(exhibit, key) for exhibit, keys in feeds.items() for key in keys if key in minutes.index],
-        columns=["exhibit", "key"],
-    )
-    fed = fed[fed.exhibit.isin(per_exhibit.index)]
+    minutes = _job_minutes(jobs)
+    fed = _fed(minutes, feeds, per_exhibit.index)
     claims_fed = fed.exhibit.map(per_exhibit).groupby(fed.key).transform("sum")
     fed = fed.assign(per_claim=fed.key.map(minutes) / claims_fed)
     cost = fed.groupby("exhibit").agg(jobs=("key", "size"), job_min=("per_claim", "sum"))
@@ -150,10 +160,22 @@ def claim_cost(jobs: pd.DataFrame, feeds: dict[str, list[str]], card: pd.DataFra
     ).round({"job_min": 3, "share": 4})
 
 
-def cost_by_verdict(per_claim: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
+def sole_cost(jobs: pd.DataFrame, feeds: dict[str, list[str]], card: pd.DataFrame) -> pd.Series:
+    """Per verdict of the scorecard `card`, the job-minutes of the jobs whose claims all have that
+    verdict: what the run would save without the rows of that verdict (a job that also feeds a
+    row of another verdict is counted under none)."""
+    minutes = _job_minutes(jobs)
+    fed = _fed(minutes, feeds, card.exhibit.unique()).merge(card[["exhibit", "verdict"]])
+    served = fed.groupby("key").verdict.unique()
+    sole = served[served.map(len) == 1].map(lambda verdicts: verdicts[0])
+    return minutes[sole.index].groupby(sole).sum()
+
+
+def cost_by_verdict(per_claim: pd.DataFrame, jobs: pd.DataFrame, sole: pd.Series) -> pd.DataFrame:
     """The job-minutes of `claim_cost` summed per verdict (most first: claims, replications
-    among them, job-minutes, share of the run), then `NO_CLAIM` (the minutes no claim was fed
-    by) and `job total`."""
+    among them, job-minutes, share of the run; `sole_min` and `sole_share`, the same of
+    `sole_cost`: the jobs that feed rows of this verdict alone), then `NO_CLAIM` (the minutes no
+    claim was fed by) and `job total` (no sole minutes)."""
     total = jobs.wall_s.sum() / 60
     states = (
         per_claim.groupby("verdict", sort=False)
@@ -172,6 +194,10 @@ def cost_by_verdict(per_claim: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame
     )
     rest.loc[1, "replications"] = states.replications.sum()
     found = pd.concat([states, rest], ignore_index=True)
-    return found.assign(share=found.job_min / total if total else 0.0).round(
-        {"job_min": 3, "share": 4}
-    )
+    sole_min = found.verdict.map(sole).fillna(0.0).where(found.verdict != "job total")
+    sole_min = sole_min.where(found.verdict != NO_CLAIM, found.job_min)
+    return found.assign(
+        share=found.job_min / total if total else 0.0,
+        sole_min=sole_min,
+        sole_share=sole_min / total if total else 0.0,
+    ).round({"job_min": 3, "share": 4, "sole_min": 3, "sole_share": 4})
