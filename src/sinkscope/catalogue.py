@@ -36,6 +36,7 @@ ONE_SIDED = ("less_than", "greater_than", "at_most", "at_least")
 GIVES_A_VALUE = re.compile(r"^[~<>]?\s*[0-9.]")
 # the tiers above the default that `testable_at` may name (config/extended.yaml, config/paper.yaml)
 TIERS = ("extended", "paper")
+SCALES = ("smoke", "default", *TIERS)  # every tier of config/, smallest first
 LEDGER_KEYS = ("date", "before", "after", "verdict_before", "reason")
 # the scorecard's verdicts (sinkscope.scorecard judges; the ledger records them)
 REPLICATED, NOT_REPLICATED = "replicated", "not replicated"

@@ -32,6 +32,7 @@ from .catalogue import (
     NOT_RUN,
     NOT_TESTABLE,
     REPLICATED,
+    SCALES,
     VERDICTS,
     accepted,
     describe_check,
@@ -139,11 +140,21 @@ def _interval(found: dict[str, Any]) -> str:
     return Interval(found["low"], found["high"], found["n"], found["basis"]).describe()
 
 
-def _testable_at(claim: dict[str, Any]) -> str:
-    return claim.get("testable_at") or "a tier the catalogue does not name"
+def _testable_at(claim: dict[str, Any], scale: str) -> str:
+    """The tier the catalogue names to test the claim; a run at that tier or above it is told
+    that no tier the catalogue names would."""
+    named = claim.get("testable_at")
+    if not named:
+        return "a tier the catalogue does not name"
+    tier = named.partition(":")[0]
+    if scale in SCALES and SCALES.index(tier) <= SCALES.index(scale):
+        return f"no tier the catalogue names: it names this run's own ({named})"
+    return named
 
 
-def verdict(claim: dict[str, Any], measured: dict[str, dict[str, Any]]) -> tuple[str, str]:
+def verdict(
+    claim: dict[str, Any], measured: dict[str, dict[str, Any]], scale: str = "default"
+) -> tuple[str, str]:
     """A measured claim's verdict and the reason the scorecard gives before the exhibit's note:
     not testable when a control lacks its phenomenon or the claim has no value (naming the tier
     that would test it), inconclusive when a control or the claim's interval straddles."""
@@ -153,7 +164,7 @@ def verdict(claim: dict[str, Any], measured: dict[str, dict[str, Any]]) -> tuple
         failed = lacking + undecided
         controls = "control: " + "; ".join(failed) + "; " if failed else ""
         no_value = "" if np.isfinite(float(found["value"])) else "no value at this scale; "
-        return NOT_TESTABLE, f"{controls}{no_value}testable at {_testable_at(claim)}."
+        return NOT_TESTABLE, f"{controls}{no_value}testable at {_testable_at(claim, scale)}."
     if undecided:
         return INCONCLUSIVE, "control: " + "; ".join(undecided) + "."
     decided = judge(claim["check"], found["low"], found["high"])
@@ -203,12 +214,12 @@ def build_scorecard(
             reason = (not_run or {}).get(claim["exhibit"], "no measurement at this scale")
             row |= {"model": "", "verdict": NOT_RUN, "note": reason}
         else:
-            judged, reason = verdict(claim, measured)
+            judged, reason = verdict(claim, measured, scale)
             row |= {key: found[key] for key in ("low", "high", "n", "basis", "model")}
             row["value"] = float(found["value"])  # a pattern that holds: 1, yes; 0, no
             row |= {"verdict": judged, "note": " ".join(filter(None, [reason, found["note"]]))}
             if judged == NOT_TESTABLE:
-                row["testable_at"] = _testable_at(claim)
+                row["testable_at"] = _testable_at(claim, scale)
         rows.append(row)
     card = pd.DataFrame(rows, columns=COLUMNS)
     card["n"] = card.n.astype("Int64")
