@@ -148,7 +148,7 @@ def _testable_at(claim: dict[str, Any], scale: str) -> str:
         return "a tier the catalogue does not name"
     tier = named.partition(":")[0]
     if scale in SCALES and SCALES.index(tier) <= SCALES.index(scale):
-        return f"no tier the catalogue names: it names this run's own ({named})"
+        return f"no tier the catalogue names (it names {named}; this run is at {scale})"
     return named
 
 
