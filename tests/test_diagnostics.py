@@ -113,7 +113,7 @@ def verdict(claim_id: str, found, checks: dict = CHECKS) -> bool | None:
 def scorecard_verdict(claim_id: str, claims: dict) -> str:
     """The scorecard's verdict on a claim from the measured records of an exhibit's claims."""
     measured = {name: found.record() for name, found in claims.items()}
-    return scorecard.verdict(find_claim(claim_id), measured)[0]
+    return scorecard.verdict(find_claim(claim_id), measured, "default")[0]
 
 
 def settings_for(*models, registers=0, **extra):

@@ -426,5 +426,5 @@ def test_s6_s7_claims_are_not_testable_without_the_vanillas_sink(
     ]
     assert len(judged) >= 4
     for claim in judged:
-        verdict, reason = scorecard_verdict(claims[claim], measured)
+        verdict, reason = scorecard_verdict(claims[claim], measured, "default")
         assert verdict == NOT_TESTABLE and control in reason, claim

@@ -365,7 +365,9 @@ def scorecard_of(found: dict) -> dict[str, tuple[str, str]]:
     """The scorecard's verdict and reason for each measured claim of the catalogue (not the
     measures only controls use), by id."""
     measured = {claim: m.record() for claim, m in found.items()}
-    return {c: scorecard_verdict(CATALOGUE[c], measured) for c in found if c in CATALOGUE}
+    return {
+        c: scorecard_verdict(CATALOGUE[c], measured, "default") for c in found if c in CATALOGUE
+    }
 
 
 @pytest.mark.parametrize(

@@ -152,7 +152,7 @@ def test_d6_claims_are_not_testable_when_the_solver_misses_the_minima():
     records = {claim: measured.record() for claim, measured in found.items()}
     for claim in D6_CLAIMS:
         assert verdict(claim, found[claim]) is True, claim  # the slopes alone would pass ...
-        judged, reason = scorecard_verdict(CATALOGUE[claim], records)
+        judged, reason = scorecard_verdict(CATALOGUE[claim], records, "default")
         assert judged == NOT_TESTABLE, claim  # ... but the control fails
         assert "D6.solver_excess" in reason
 

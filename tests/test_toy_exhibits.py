@@ -261,7 +261,7 @@ def _u1_verdicts(values: dict, replicates: int = 5) -> dict[str, tuple[str, str]
     """The scorecard's verdict and reason for every U1 claim of crafted tables."""
     found = u1.claims(_u1_tables(values, replicates), U1_SETTINGS)
     records = {claim: m.record() for claim, m in found.items()}
-    return {c: verdict(CATALOGUE[c], records) for c in CATALOGUE if c.startswith("U1.")}
+    return {c: verdict(CATALOGUE[c], records, "default") for c in CATALOGUE if c.startswith("U1.")}
 
 
 def test_u1_claims_wait_for_a_sink_the_nop_queries_attend_to():
@@ -290,7 +290,7 @@ def test_u1_claims_wait_for_converged_training():
     records = {claim: m.record() for claim, m in found.items()}
     assert found["U1.late_loss_fall"].value > 5
     for claim in (c for c in CATALOGUE if "U1.late_loss_fall" in _measures(c)):
-        judged, reason = verdict(CATALOGUE[claim], records)
+        judged, reason = verdict(CATALOGUE[claim], records, "default")
         assert judged == NOT_TESTABLE and "U1.late_loss_fall <= 5) lacks it" in reason, claim
 
 
@@ -438,7 +438,7 @@ def test_u2_hub_checks_wait_for_a_hub_that_differs_from_the_other_layer():
     assert _control("U2.other_value_ratio", found["U2.other_value_ratio"]) is False
     measured = {name: m.record() for name, m in found.items()}
     for claim in ("U2.hub_srank", "U2.hub_value_ratio"):
-        judged, reason = verdict(CATALOGUE[claim], measured)
+        judged, reason = verdict(CATALOGUE[claim], measured, "default")
         assert judged != REPLICATED and "U2.other_" in reason, claim
 
 

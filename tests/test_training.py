@@ -143,8 +143,9 @@ def test_bfloat16_autocast_on_every_cpu_noted_where_emulated(monkeypatch, caplog
 @pytest.mark.parametrize("native", [True, False])
 def test_a_step_runs_in_the_precision_asked_for_whatever_the_host(monkeypatch, native):
     monkeypatch.setattr(training, "native_bfloat16", lambda device: native)
-    assert training.step_precision("cpu", "float32") == "float32"
-    assert training.step_precision("cpu", "bfloat16") == "bfloat16"
+    assert training.step_precision("float32") == "float32"
+    assert training.step_precision("bfloat16") == "bfloat16"
+    assert training.step_precision(None) == "float32"
     with training.autocast("cpu", "float32"):
         assert not torch.is_autocast_enabled("cpu")
 

@@ -75,7 +75,7 @@ def number_after(text: str, label: str) -> float:
 def judged(claim: str, found: dict[str, Measured]) -> tuple[str, str]:
     """The scorecard's verdict and reason for a catalogued claim from measured records."""
     entry = next(c for c in load_claims() if c["id"] == claim)
-    return scorecard.verdict(entry, {name: m.record() for name, m in found.items()})
+    return scorecard.verdict(entry, {n: m.record() for n, m in found.items()}, "default")
 
 
 def _manifests(tmp_path, scale: dict[str, tuple[int, int]]) -> list[str]:

@@ -153,7 +153,7 @@ def _testable_at(claim: dict[str, Any], scale: str) -> str:
 
 
 def verdict(
-    claim: dict[str, Any], measured: dict[str, dict[str, Any]], scale: str = "default"
+    claim: dict[str, Any], measured: dict[str, dict[str, Any]], scale: str
 ) -> tuple[str, str]:
     """A measured claim's verdict and the reason the scorecard gives before the exhibit's note:
     not testable when a control lacks its phenomenon or the claim has no value (naming the tier

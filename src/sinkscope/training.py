@@ -75,9 +75,10 @@ def native_bfloat16(device: str | torch.device) -> bool:
     )
 
 
-def step_precision(device: str | torch.device, precision: str) -> str:
-    """The precision a step set to `precision` runs in: the one asked for, on every device (a
-    precision chosen by the hardware would make the verdicts depend on the host)."""
+def step_precision(precision: str | None) -> str:
+    """The precision a step set to `precision` (None: unset) runs in: the one asked for, on
+    every device (a precision chosen by the hardware would make the verdicts depend on the
+    host)."""
     return "bfloat16" if precision == "bfloat16" else "float32"
 
 
@@ -93,7 +94,7 @@ def autocast(device: str | torch.device, precision: str) -> contextlib.AbstractC
     """bfloat16 autocast where `step_precision` says bfloat16 (noted in the log as emulated on a
     device without `native_bfloat16`); otherwise nothing changes."""
     device = torch.device(device)
-    enabled = step_precision(device, precision) == "bfloat16"
+    enabled = step_precision(precision) == "bfloat16"
     if enabled and not native_bfloat16(device):
         _note_emulated(device)
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)

@@ -183,7 +183,7 @@ def train(
     checkpoint = None
     if checkpoints is not None:
         data = hashlib.sha256(train_ids.tobytes()).hexdigest()
-        precision_run = training.step_precision(device, precision)
+        precision_run = training.step_precision(precision)
         settings = (
             arch,
             steps,

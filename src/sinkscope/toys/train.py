@@ -115,7 +115,7 @@ def train(
     )
     model.eval()
     curve = pd.DataFrame(rows, columns=["step", "train_loss", "eval_loss"])
-    return model, curve.assign(precision=training.step_precision(device, tcfg.precision))
+    return model, curve.assign(precision=training.step_precision(tcfg.precision))
 
 
 def fit(
