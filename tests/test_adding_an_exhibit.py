@@ -124,6 +124,7 @@ def checklist() -> set[str]:
 
 
 @pytest.mark.integration
+@pytest.mark.heavy  # a copy of the checkout, its docs regenerated and a Snakemake run
 def test_a_new_exhibit_touches_the_checklist_and_runs(tmp_path):
     root = tmp_path / "checkout"
     skip = shutil.ignore_patterns(

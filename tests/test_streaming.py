@@ -372,6 +372,7 @@ def test_synchronize_waits_only_for_cuda(monkeypatch):
     assert calls == ["cuda", torch.device("cuda", 1)]
 
 
+@pytest.mark.heavy  # shares the materialised SmolLM2 with the packaged-model suite
 def test_fast_equals_loop_on_smollm2(smollm2):
     """A real model, the packaged SmolLM2-135M: 120 tokens, cache 32, StreamingLLM."""
     from sinkscope.data.text import read_corpus
