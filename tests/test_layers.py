@@ -119,25 +119,34 @@ def test_training_loop_builds_on_files_and_the_code_digest_only():
 
 
 # What the jobs that compute no tensors import: every exhibit module (its claims and figure
-# jobs), the job set-up, the scorecard, the run cost and the shared plotting
-LIGHT = ["sinkscope.jobs", "sinkscope.scorecard", "sinkscope.run_cost", "sinkscope.plotting"]
+# jobs), the job set-up, the models' inputs, the scorecard, the run cost and the shared plotting
+LIGHT = [
+    "sinkscope.jobs",
+    "sinkscope.data.inputs",
+    "sinkscope.scorecard",
+    "sinkscope.run_cost",
+    "sinkscope.plotting",
+]
 
 
-def first_torch_importers(names: list[str]) -> list[str]:
-    """The modules of `names` that load torch, each imported in turn in a fresh interpreter
-    (so one that loads torch does not hide the next)."""
+def first_importers(names: list[str], library: str = "torch") -> list[str]:
+    """The modules of `names` that load `library`, each imported in turn in a fresh interpreter
+    (so one that loads it does not hide the next)."""
     probe = (
         "import importlib, sys\n"
-        "for name in sys.argv[1:]:\n"
+        "for name in sys.argv[2:]:\n"
         "    importlib.import_module(name)\n"
-        "    if 'torch' in sys.modules:\n"
+        "    if sys.argv[1] in sys.modules:\n"
         "        print(name)\n"
         "        break\n"
     )
     found, rest = [], list(names)
     while rest:
         done = subprocess.run(
-            [sys.executable, "-c", probe, *rest], capture_output=True, text=True, check=True
+            [sys.executable, "-c", probe, library, *rest],
+            capture_output=True,
+            text=True,
+            check=True,
         )
         culprit = done.stdout.strip()
         if not culprit:
@@ -152,12 +161,25 @@ def test_jobs_that_compute_no_tensors_load_no_torch():
         n for n in modules() if n.startswith("sinkscope.exhibits.") and n[-1].isdigit()
     )
     assert len(exhibits) == 24
-    assert first_torch_importers(LIGHT + exhibits) == []
+    assert first_importers(LIGHT + exhibits) == []
 
 
 def test_a_module_that_loads_torch_is_named():
-    found = first_torch_importers(["sinkscope.stats", "sinkscope.toys.model", "sinkscope.metrics"])
+    found = first_importers(["sinkscope.stats", "sinkscope.toys.model", "sinkscope.metrics"])
     assert found == ["sinkscope.toys.model"]
+
+
+# What the jobs on ViTs import: their extraction, training, probes and output norms
+VISION = ["sinkscope.extract", "sinkscope.vision.stage", "sinkscope.vision.norms"]
+
+
+def test_jobs_on_vits_load_no_transformers():
+    assert first_importers(VISION, "transformers") == []
+
+
+def test_a_module_that_loads_transformers_is_named():
+    found = first_importers([*VISION, "sinkscope.streaming.pretrain"], "transformers")
+    assert found == ["sinkscope.streaming.pretrain"]
 
 
 def import_graph() -> dict[str, set[str]]:

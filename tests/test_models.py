@@ -349,6 +349,25 @@ with torch.no_grad():
     out = model(torch.load({str(tmp_path / "pixels.pt")!r}, weights_only=True))
 assert torch.equal(out, torch.load({str(tmp_path / "expected.pt")!r}, weights_only=True))
 assert not [name for name in sys.modules if name.startswith("sinkscope.vision")]
+assert "transformers" not in sys.modules
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+
+
+def test_a_jobs_model_library_is_imported_with_the_extraction_attention(cached_tiny, tmp_path):
+    """`import_library` imports what building and hooking the cached model take (here
+    transformers, with the `sinkscope` attention registered), nothing for the tokenizer of a
+    model saved without one, and leaves a manifest it cannot read to `load_model`, which names
+    it."""
+    script = f"""
+import sys
+from sinkscope.models import import_library
+import_library({str(tmp_path / "no-model")!r})
+import_library({str(cached_tiny)!r}, tokenizer_only=True)
+assert "transformers" not in sys.modules
+import_library({str(cached_tiny)!r})
+from transformers import AttentionInterface
+assert "sinkscope" in AttentionInterface()
 """
     subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
 

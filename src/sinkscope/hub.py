@@ -51,6 +51,11 @@ def hub_dataset_file(repo: str, revision: str, filename: str) -> Path:
         raise _unavailable(f"dataset file {filename!r}", repo, revision, command, error) from None
 
 
+def has_tokenizer(manifest: dict[str, Any]) -> bool:
+    """Whether a tokenizer was saved beside the cached model of `manifest`."""
+    return any(name.startswith("tokenizer") for name in manifest.get("files", ()))
+
+
 def load_tokenizer(cache_dir: str | Path) -> Any:
     """The tokenizer saved beside a cached language model."""
     from transformers import AutoTokenizer

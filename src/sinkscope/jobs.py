@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -43,12 +43,26 @@ class ModelJob(NamedTuple):
 STARTUP_SUFFIX = ".startup"  # beside a job's log: its start-up seconds (`run_cost`)
 
 
-def start(smk: Any, device: str = "cpu") -> Job:
+def start(
+    smk: Any,
+    device: str = "cpu",
+    models: Iterable[str | Path] = (),
+    tokenizers: Iterable[str | Path] = (),
+) -> Job:
     """Log to the job's log, resolve `device` (its config value: auto, cpu or cuda), give
     torch the job's threads if the script has imported it, and start the job's provenance
-    record. The seconds from the job's process start to here (interpreter and imports: the
-    job's start-up) go to a file beside its log, `<log>.startup`."""
+    record. `models` and `tokenizers`: the manifests of the cached models whose weights, or only
+    tokenizers, the job loads; their libraries are imported here. The seconds from the job's
+    process start to here (interpreter and imports: the job's start-up) go to a file beside its
+    log, `<log>.startup`."""
     log = logs.setup(smk.log[0])
+    if models or tokenizers:
+        from .models import import_library
+
+        for manifest in models:
+            import_library(Path(manifest).parent)
+        for manifest in tokenizers:
+            import_library(Path(manifest).parent, tokenizer_only=True)
     startup = time.time() - psutil.Process().create_time()
     Path(smk.log[0] + STARTUP_SUFFIX).write_text(f"{startup:.3f}\n")
     if device != "cpu":
@@ -74,11 +88,11 @@ def user_errors(log: logging.Logger) -> Iterator[None]:
 
 
 def model_job(smk: Any) -> ModelJob:
-    """`start` on the job's `params.device`, then load the model of `input.manifest` and note it
-    in the job's provenance."""
+    """`start` on the job's `params.device` and its model, `input.manifest`, then load that
+    model and note it in the job's provenance."""
     from .models import load_model
 
-    log, device, recorder = start(smk, smk.params.device)
+    log, device, recorder = start(smk, smk.params.device, [smk.input.manifest])
     with user_errors(log):
         model, manifest = load_model(Path(smk.input.manifest).parent, device)
     recorder.add_model(manifest)

@@ -10,7 +10,7 @@ from sinkscope.models import verify_cache
 from sinkscope.provenance import write_parquet
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log, _, recorder = start(smk)
+log, _, recorder = start(smk, models=[smk.input.manifest])
 cache = Path(smk.input.manifest).parent
 with user_errors(log):
     manifest = verify_cache(cache)

@@ -8,7 +8,7 @@ from sinkscope.models import verify_cache
 from sinkscope.provenance import write_parquet
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log, _, recorder = start(smk)
+log, _, recorder = start(smk, tokenizers=[smk.input.manifest])
 cache = Path(smk.input.manifest).parent
 manifest = verify_cache(cache)
 table = model_inputs(manifest, cache, smk.params.data)

@@ -8,7 +8,7 @@ from sinkscope.models import load_model
 from sinkscope.provenance import write_parquet
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-_, _, recorder = start(smk)
+_, _, recorder = start(smk, models=[smk.input.manifest])
 model, manifest = load_model(Path(smk.input.manifest).parent)
 recorder.add_model(manifest)
 write_parquet(qk_spectra(model), smk.output[0], recorder.record())

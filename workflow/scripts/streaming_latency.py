@@ -12,7 +12,7 @@ from sinkscope.streaming.latency import latency_table, tokens_needed
 from sinkscope.streaming.text import stream_tokenizer, text_tokens
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log, device, recorder = start(smk, smk.params.device)
+log, device, recorder = start(smk, smk.params.device, smk.input.manifests)
 settings = smk.params.latency
 corpus = corpus_text(smk.params.text)
 tables = []

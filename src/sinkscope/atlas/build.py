@@ -14,7 +14,7 @@ from ..data import images, text
 from ..data.inputs import batches
 from ..errors import BadInput
 from ..extract import extract
-from ..models import load_tokenizer, model_skeleton
+from ..models import has_tokenizer, load_tokenizer, model_skeleton
 from ..models.layout import ImageTokens, image_tokens
 from ..provenance import ParquetStream, Recorder, write_parquet, write_with_sidecar
 from . import tables
@@ -72,7 +72,7 @@ def cached_model_atlas(
     if "tokens" in inputs:
         length = len(inputs.set_index("sample").tokens[example])
         what = f"{len(inputs)} text windows of {length} tokens"
-        if any(name.startswith("tokenizer") for name in manifest["files"]):
+        if has_tokenizer(manifest):
             tokenizer = load_tokenizer(cache_dir)
     else:
         size = int(inputs["size"].iloc[0])

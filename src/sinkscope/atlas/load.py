@@ -11,7 +11,7 @@ import torch
 
 from ..errors import UserError
 from ..hub import ModelUnavailable, hub_snapshot
-from ..models import load_model, load_tokenizer, materialise
+from ..models import has_tokenizer, load_model, load_tokenizer, materialise
 from ..models.attention import attention_layers, trained_context
 from ..models.cache import check_model_folder
 from ..models.sources import causal_lm_from_gguf, processor_preprocessing, timm_preprocessing
@@ -80,8 +80,7 @@ def open_model(spec: str, config: dict[str, Any], models_dir: Path, device: str)
 def _from_cache(cache: Path, name: str, device: str) -> OpenedModel:
     """A model of the sinkscope cache (a registry model or a ViT the vision stage trained)."""
     model, manifest = load_model(cache, device)
-    has_tokenizer = any(file.startswith("tokenizer") for file in manifest["files"])
-    tokenizer = load_tokenizer(cache) if has_tokenizer else None
+    tokenizer = load_tokenizer(cache) if has_tokenizer(manifest) else None
     keys = ("name", "source", "pin", "architecture", "weights_sha256")
     return OpenedModel(
         name,

@@ -7,12 +7,15 @@ flips; the paper scale reads the first ImageNet validation images under a seeded
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from PIL import Image
 
 from ..errors import BadInput
+
+if TYPE_CHECKING:
+    import torch
 
 SKIMAGE_PHOTOS = (
     "astronaut.png",
@@ -90,5 +93,7 @@ def imagenet_val(folder: str | Path, n: int, size: int, seed: int) -> np.ndarray
 
 def to_pixels(images: np.ndarray, mean: list[float], std: list[float]) -> torch.Tensor:
     """uint8 (n, H, W, 3) images to normalised float (n, 3, H, W) model inputs."""
+    import torch
+
     pixels = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255
     return (pixels - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from . import images, text
+
+if TYPE_CHECKING:
+    import torch
 
 
 def model_inputs(
@@ -20,11 +22,10 @@ def model_inputs(
     independent `unit` it was drawn from, which its statistics are bootstrapped over: the
     photograph a crop was cut from, else the sample itself (a text window, an image)."""
     if manifest["modality"] == "text":
-        from ..hub import load_tokenizer
+        from ..hub import has_tokenizer, load_tokenizer
 
         settings = data["text"]
-        has_tokenizer = any(name.startswith("tokenizer") for name in manifest["files"])
-        tokenizer = load_tokenizer(cache_dir) if has_tokenizer else None
+        tokenizer = load_tokenizer(cache_dir) if has_tokenizer(manifest) else None
         windows, starts = text.token_windows(
             text.corpus_text(settings),
             tokenizer,
@@ -82,6 +83,8 @@ def batches(
     table: pd.DataFrame, manifest: dict[str, Any], batch_size: int, device: str
 ) -> Iterator[tuple[dict[str, torch.Tensor], np.ndarray]]:
     """Model keyword inputs and sample ids, `batch_size` samples at a time."""
+    import torch
+
     for start in range(0, len(table), batch_size):
         chunk = table.iloc[start : start + batch_size]
         if "tokens" in chunk:

@@ -10,6 +10,7 @@ softmax. No state outside the hooked model: several models can run hooked at onc
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,8 +19,6 @@ from functools import reduce
 from types import MethodType
 
 import torch
-from transformers import AttentionInterface
-from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 from .. import metrics
 from ..errors import UserError
@@ -73,8 +72,15 @@ def _attend(module, scores, value, visible, dropout=0.0, sinks=None):
     return mixed, probs
 
 
-AttentionInterface.register(IMPLEMENTATION, _attention)
-AttentionMaskInterface.register(IMPLEMENTATION, eager_mask)
+@functools.cache
+def register_with_transformers() -> None:
+    """Register the `sinkscope` attention and its mask in transformers (imported here, when the
+    first transformers model is hooked, so that a job on timm models does not import it)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(IMPLEMENTATION, _attention)
+    AttentionMaskInterface.register(IMPLEMENTATION, eager_mask)
 
 
 def _visibility(attention_mask: torch.Tensor | None, probs: torch.Tensor) -> torch.Tensor:
@@ -469,6 +475,7 @@ def hooked(model: torch.nn.Module, hook: Callable) -> Iterator[None]:
     attentions = [layer.attention for layer in attention_layers(model)]
     handles, restore = [], []
     if adapter.eager == "interface":
+        register_with_transformers()
         previous = model.config._attn_implementation
         model.set_attn_implementation(IMPLEMENTATION)
         if model.config._attn_implementation != IMPLEMENTATION:  # it keeps its own eager path

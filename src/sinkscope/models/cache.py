@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInput, UserError, first_line
 from ..files import atomic_path, dir_mode, file_mode, sha256_file, temporary_dir
+from ..hub import has_tokenizer
 from ..provenance import json_text, sealed
 
 if TYPE_CHECKING:
@@ -384,6 +385,26 @@ def model_skeleton(cache_dir: str | Path) -> torch.nn.Module:
     cache_dir = Path(cache_dir)
     with cache_lock(cache_dir, exclusive=False), torch.device("meta"):
         return _architecture(cache_dir, read_manifest(cache_dir), torch.float32, weights=False)
+
+
+def import_library(cache_dir: str | Path, tokenizer_only: bool = False) -> None:
+    """Import the library that builds and hooks the cached model (transformers, with the
+    `sinkscope` attention registered, or timm), as loading it would; with `tokenizer_only`,
+    what loading its tokenizer imports (transformers' tokenizers, for a text model that has one).
+    A manifest that cannot be read is left for `load_model` to report."""
+    try:
+        manifest = read_manifest(cache_dir)
+    except UserError:
+        return
+    if tokenizer_only:
+        if has_tokenizer(manifest):
+            from transformers import AutoTokenizer  # noqa: F401
+    elif manifest.get("format") == "transformers":
+        from .attention import register_with_transformers
+
+        register_with_transformers()
+    elif manifest.get("format") in ("timm", "sinkscope-vit"):
+        import timm  # noqa: F401
 
 
 def _architecture(

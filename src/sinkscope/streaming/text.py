@@ -50,7 +50,6 @@ def newline_ids(tokenizer, n: int) -> list[int]:
 
 def stream_tokenizer(manifest: dict, cache_dir, mode: str):
     """The tokenizer of a cached model, or None (UTF-8 bytes) for `mode="bytes"` or none saved."""
-    from ..models import load_tokenizer
+    from ..models import has_tokenizer, load_tokenizer
 
-    has_tokenizer = any(name.startswith("tokenizer") for name in manifest["files"])
-    return load_tokenizer(cache_dir) if mode == "model" and has_tokenizer else None
+    return load_tokenizer(cache_dir) if mode == "model" and has_tokenizer(manifest) else None
