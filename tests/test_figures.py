@@ -168,3 +168,21 @@ def test_sparse_ticks_label_every_kth_position_where_many_would_crowd():
     assert [t.get_text() for t in ax.get_xticklabels()][:2] == ["L0", "L3"]
     plotting.sparse_ticks(ax.yaxis, [2, 4, 6])
     assert list(ax.get_yticks()) == [2, 4, 6]
+
+
+def test_the_shared_style_is_seaborns_ticks_theme_with_its_colour_blind_palette():
+    """The shared style sets what `sns.set_theme(style="ticks", palette="colorblind",
+    font_scale=0.9)` sets (but its default colormap, which no figure uses)."""
+    import matplotlib as mpl
+    import seaborn as sns
+    from matplotlib.colors import to_rgb
+
+    theme = {**sns.axes_style("ticks"), **sns.plotting_context("notebook", font_scale=0.9)}
+    del theme["image.cmap"]
+    expected = mpl.RcParams(theme)
+    with mpl.rc_context():
+        plotting.use_style()
+        assert {key: mpl.rcParams[key] for key in theme} == dict(expected)
+        colours = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
+        assert [to_rgb(c) for c in colours] == list(sns.color_palette("colorblind"))
+        assert mpl.rcParams["axes.titleweight"] == "bold"

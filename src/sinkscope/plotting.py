@@ -11,18 +11,81 @@ import numpy as np
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-import seaborn as sns  # noqa: E402
+from cycler import cycler  # noqa: E402
 from matplotlib.axis import Axis  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
 from matplotlib.ticker import Formatter, LogLocator  # noqa: E402
 
 PER_ROW = 3  # panels per row of a multi-model figure
 
+# The shared style: what sns.set_theme(style="ticks", palette="colorblind", font_scale=0.9) sets
+# (tests/test_figures.py holds them equal), so that a figure job need not import seaborn, but its
+# default colormap, which no figure uses; "0.1" draws seaborn's "k". Then bold titles, 100 dpi.
+TICKS = {  # seaborn.axes_style("ticks")
+    "figure.facecolor": "white",
+    "axes.facecolor": "white",
+    "axes.edgecolor": ".15",
+    "axes.labelcolor": ".15",
+    "axes.axisbelow": True,
+    "axes.grid": False,
+    **{f"axes.spines.{side}": True for side in ("left", "bottom", "right", "top")},
+    "grid.color": ".8",
+    "grid.linestyle": "-",
+    "text.color": ".15",
+    "xtick.color": ".15",
+    "ytick.color": ".15",
+    "xtick.direction": "out",
+    "ytick.direction": "out",
+    "xtick.top": False,
+    "xtick.bottom": True,
+    "ytick.left": True,
+    "ytick.right": False,
+    "font.family": ["sans-serif"],
+    "font.sans-serif": [
+        "Arial",
+        "DejaVu Sans",
+        "Liberation Sans",
+        "Bitstream Vera Sans",
+        "sans-serif",
+    ],
+    "lines.solid_capstyle": "round",
+    "patch.edgecolor": "w",
+    "patch.force_edgecolor": True,
+}
+NOTEBOOK = {  # seaborn.plotting_context("notebook", font_scale=0.9)
+    "axes.linewidth": 1.25,
+    "grid.linewidth": 1,
+    "lines.linewidth": 1.5,
+    "lines.markersize": 6,
+    "patch.linewidth": 1,
+    "xtick.major.width": 1.25,
+    "ytick.major.width": 1.25,
+    "xtick.minor.width": 1,
+    "ytick.minor.width": 1,
+    "xtick.major.size": 6,
+    "ytick.major.size": 6,
+    "xtick.minor.size": 4,
+    "ytick.minor.size": 4,
+    "font.size": 10.8,
+    "axes.labelsize": 10.8,
+    "axes.titlesize": 10.8,
+    "xtick.labelsize": 9.9,
+    "ytick.labelsize": 9.9,
+    "legend.fontsize": 9.9,
+    "legend.title_fontsize": 10.8,
+}
+COLOURS = [  # seaborn.color_palette("colorblind")
+    "#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc",
+    "#ca9161", "#fbafe4", "#949494", "#ece133", "#56b4e9",
+]  # fmt: skip
+
 
 def use_style() -> None:
     """Apply the shared style (seaborn ticks, colour-blind palette, readable sizes)."""
-    sns.set_theme(style="ticks", palette="colorblind", font_scale=0.9)
-    plt.rcParams.update({"figure.dpi": 100, "axes.titleweight": "bold"})
+    plt.rcParams.update(TICKS | NOTEBOOK)
+    plt.rcParams.update(
+        {"axes.prop_cycle": cycler(color=COLOURS), "figure.dpi": 100, "axes.titleweight": "bold"}
+    )
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 4.0, height: float = 3.2, **kwargs):
@@ -210,7 +273,7 @@ def _claim_row(ax, row) -> None:
         lw=0,
     )
     if np.isfinite(value):
-        interval_bars(ax, [0], [value], [low], [high], horizontal=True, fmt="o", c="k", ms=4)
+        interval_bars(ax, [0], [value], [low], [high], horizontal=True, fmt="o", c="0.1", ms=4)
     ax.tick_params(axis="x", labelsize=6, pad=1, length=2)
 
 

@@ -222,7 +222,7 @@ def _convergence_panel(ax, emergence: pd.DataFrame) -> None:
     mean = emergence[emergence.run == "mean"]
     for run, part in emergence[emergence.run != "mean"].groupby("run"):
         ax.plot(part.step, part.late_fall, lw=0.8, alpha=0.6, label=f"seed {run}")
-    ax.plot(mean.step, mean.late_fall, "k-", lw=1.6, label="mean, 95 % interval")
+    ax.plot(mean.step, mean.late_fall, "-", color="0.1", lw=1.6, label="mean, 95 % interval")
     low, high = (bound.replace([np.inf, -np.inf], np.nan) for bound in (mean.low, mean.high))
     ax.fill_between(mean.step, low, high, color="black", alpha=0.12, lw=0)  # none for one seed
     ax.axhline(100 * CONVERGED_FALL, ls=":", c="gray", label="converged at or below")
