@@ -7,8 +7,10 @@ from sinkscope.provenance import write_parquet
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 exhibit = module(smk.params.exhibit)  # only an exhibit that computes with tensors imports torch
 settings = dict(smk.params.settings)
-log, device, recorder = start(smk, settings.get("device", "cpu"))
 if "device" in settings:  # an exhibit that computes with tensors names its device
+    import torch  # noqa: F401 (its import counts in the job's start-up, as in other torch jobs)
+log, device, recorder = start(smk, settings.get("device", "cpu"))
+if "device" in settings:
     settings["device"] = device
 inputs = {
     name: paths if isinstance(paths, str) else list(paths) for name, paths in smk.input.items()
