@@ -231,7 +231,9 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     for ax, (task, dataset) in zip(axes, probes, strict=False):
         part = table[(table.task == task) & (table.dataset == dataset)]
         labels = list(part.variant.astype(str))
-        ax.bar(labels, part["mean"], yerr=part["std"].fillna(0), capsize=3, color="C0")
+        ax.bar(
+            labels, part["mean"], yerr=part["std"].fillna(0), capsize=3, color="C0", ecolor="0.1"
+        )
         ax.axhline(part.chance.mean(), color="grey", ls=":", label="chance")
         if part.paper.notna().any():
             ax.scatter(labels, part.paper, color="C3", marker="D", zorder=3, label="paper")
