@@ -19,6 +19,7 @@ rule atlas:
         layers="results/atlas/{model}/layers.parquet",
     params:
         code=code_of("atlas.py"),
+        modality=lambda w: model_entry(w.model)["modality"],
     log:
         "logs/atlas/{model}.log",
     benchmark:
