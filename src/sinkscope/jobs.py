@@ -45,17 +45,20 @@ STARTUP_SUFFIX = ".startup"  # beside a job's log: its start-up seconds (`run_co
 
 def start(
     smk: Any,
-    device: str = "cpu",
+    device: str | None = None,
     models: Iterable[str | Path] = (),
     tokenizers: Iterable[str | Path] = (),
 ) -> Job:
-    """Log to the job's log, resolve `device` (its config value: auto, cpu or cuda), give
-    torch the job's threads if the script has imported it, and start the job's provenance
-    record. `models` and `tokenizers`: the manifests of the cached models whose weights, or only
+    """Log to the job's log, resolve `device` (its config value: auto, cpu or cuda; given by a
+    job that computes with tensors, which imports torch here; None: the CPU, no torch), give
+    torch the job's threads if the job has imported it, and start the job's provenance record.
+    `models` and `tokenizers`: the manifests of the cached models whose weights, or only
     tokenizers, the job loads; their libraries are imported here. The seconds from the job's
     process start to here (interpreter and imports: the job's start-up) go to a file beside its
     log, `<log>.startup`."""
     log = logs.setup(smk.log[0])
+    if device is not None:
+        import torch  # noqa: F401
     if models or tokenizers:
         from .models import import_library
 
@@ -65,7 +68,9 @@ def start(
             import_library(Path(manifest).parent, tokenizer_only=True)
     startup = time.time() - psutil.Process().create_time()
     Path(smk.log[0] + STARTUP_SUFFIX).write_text(f"{startup:.3f}\n")
-    if device != "cpu":
+    if device is None:
+        device = "cpu"
+    elif device != "cpu":
         from .device import resolve_device
 
         device = resolve_device(device)

@@ -7,9 +7,8 @@ from sinkscope.provenance import write_parquet
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 exhibit = module(smk.params.exhibit)  # only an exhibit that computes with tensors imports torch
 settings = dict(smk.params.settings)
-if "device" in settings:  # an exhibit that computes with tensors names its device
-    import torch  # noqa: F401 (its import counts in the job's start-up, as in other torch jobs)
-log, device, recorder = start(smk, settings.get("device", "cpu"))
+# an exhibit that computes with tensors names its device, and `start` imports torch for it
+log, device, recorder = start(smk, settings.get("device"))
 if "device" in settings:
     settings["device"] = device
 inputs = {
