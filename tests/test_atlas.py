@@ -16,6 +16,7 @@ from sinkscope.atlas import page, tables
 from sinkscope.atlas.build import cached_model_atlas, model_atlas
 from sinkscope.atlas.load import open_model
 from sinkscope.cli import main
+from sinkscope.data.inputs import text_table
 from sinkscope.errors import UserError
 from sinkscope.models.layout import ImageTokens, image_tokens
 
@@ -104,7 +105,7 @@ def test_measure_groups_gather_the_strict_rules_by_eps():
 
 
 def test_text_labels():
-    assert tables.text_labels(np.array([72, 10, 32]), None) == ["H", "\\n", "\u2423"]
+    assert tables.text_labels(["H", "\n", " ", ""]) == ["H", "\\n", "\u2423", "''"]
 
 
 def test_image_token_labels():
@@ -159,7 +160,7 @@ def _extraction() -> dict[str, pd.DataFrame]:
 
 def test_page_is_self_contained_and_carries_the_maps():
     extraction = _extraction()
-    inputs = pd.DataFrame({"sample": [0, 1], "tokens": [np.array([72, 105, 33, 10])] * 2})
+    inputs = text_table(np.array([[72, 105, 33, 10]] * 2), np.array([0, 0]), None)
     atlas = model_atlas("toy", "a toy", extraction, inputs)
     text = page.render([atlas, atlas], "atlas of a toy")
     assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=", text)
@@ -181,9 +182,8 @@ def test_page_is_self_contained_and_carries_the_maps():
 
 def test_pipeline_atlas_labels_the_example_input(tmp_path):
     extraction = _extraction()
-    inputs = pd.DataFrame(
-        {"sample": [1, 0], "tokens": [np.array([66, 67, 68]), np.array([72, 105, 33])]}
-    )
+    inputs = text_table(np.array([[66, 67, 68], [72, 105, 33]]), np.array([0, 0]), None)
+    inputs["sample"] = [1, 0]
     manifest = {"name": "toy", "architecture": "ToyModel", "files": {"model.safetensors": "0"}}
     atlas = cached_model_atlas(manifest, tmp_path, extraction, inputs)
     assert atlas.labels == ["H", "i", "!"]  # sample 0, the first with maps

@@ -7,6 +7,7 @@ import pytest
 from conftest import REPO
 
 from sinkscope.data import images, text
+from sinkscope.data.inputs import text_table
 
 
 class WordTokenizer:
@@ -14,6 +15,11 @@ class WordTokenizer:
 
     def __init__(self, prefix=(), suffix=()):
         self.prefix, self.suffix = list(prefix), list(suffix)
+        self.decoded = []
+
+    def decode(self, ids):
+        self.decoded.append(ids)
+        return " ".join("w" * (i - 10) if i >= 10 else f"<{i}>" for i in ids)
 
     def __call__(self, string, add_special_tokens=True, verbose=True):
         ids = [len(word) + 10 for word in string.split()]
@@ -58,6 +64,16 @@ def test_models_without_tokenizer_read_bytes():
         bytes(windows[0].astype(np.uint8))
         == ("abcdefghij" * 10).encode()[starts[0] : starts[0] + 4]
     )
+
+
+def test_pieces_are_each_token_decoded_alone():
+    tokenizer = WordTokenizer([1], [2])
+    windows = np.array([[1, 12, 13, 2], [1, 13, 13, 2]])
+    table = text_table(windows, np.array([0, 7]), tokenizer)
+    assert table.pieces.tolist() == [["<1>", "ww", "www", "<2>"], ["<1>", "www", "www", "<2>"]]
+    assert tokenizer.decoded == [[1], [2], [12], [13]]  # each distinct token once, alone
+    assert table.start.tolist() == [0, 7] and table.unit.tolist() == table["sample"].tolist()
+    assert text.token_pieces(np.array([[72, 105, 10]]), None) == [["H", "i", "\n"]]
 
 
 def test_too_short_corpus_is_an_error():

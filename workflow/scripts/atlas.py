@@ -10,11 +10,10 @@ from sinkscope.models import verify_cache
 from sinkscope.provenance import write_parquet
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-# a text model's page reads its tokenizer, an image model's its architecture (no weights)
-if smk.params.modality == "text":
-    log, _, recorder = start(smk, tokenizers=[smk.input.manifest])
-else:
-    log, _, recorder = start(smk, models=[smk.input.manifest])
+# a text model's page reads its inputs' token pieces, an image model's its architecture
+# (no weights), whose library is imported here
+models = [smk.input.manifest] if smk.params.modality == "image" else []
+log, _, recorder = start(smk, models=models)
 cache = Path(smk.input.manifest).parent
 with user_errors(log):
     manifest = verify_cache(cache)

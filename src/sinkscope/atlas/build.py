@@ -5,21 +5,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ..data import images, text
-from ..data.inputs import batches
+from ..data.inputs import batches, text_table
 from ..errors import BadInput
-from ..extract import extract
-from ..models import has_tokenizer, load_tokenizer, model_skeleton
+from ..models import model_skeleton
 from ..models.layout import ImageTokens, image_tokens
 from ..provenance import ParquetStream, Recorder, write_parquet, write_with_sidecar
 from . import tables
-from .load import OpenedModel
 from .page import ModelAtlas, render
+
+if TYPE_CHECKING:
+    from .load import OpenedModel
 
 PAGE = "atlas.html"
 
@@ -29,18 +30,17 @@ def model_atlas(
     description: str,
     extraction: dict[str, pd.DataFrame],
     inputs: pd.DataFrame,
-    tokenizer: Any = None,
     layout: ImageTokens | None = None,
 ) -> ModelAtlas:
     """The atlas of one model from its extraction tables (`heads`, `layers`, `cosine`, `maps`)
-    and its input table: the example input (the first with maps) labelled by `tokenizer` (text)
-    or by the model's token `layout` (images: class token, registers, patches), which also says
-    where its registers are."""
+    and its input table: the example input (the first with maps) labelled by its tokens'
+    `pieces` (text) or by the model's token `layout` (images: class token, registers, patches),
+    which also says where its registers are."""
     heads, maps = extraction["heads"], tables.example_maps(extraction["maps"])
     example = maps["sample"].min() if len(maps) else heads["sample"].min()
     row = inputs.set_index("sample").loc[example]
     if layout is None:
-        labels, image = tables.text_labels(row["tokens"], tokenizer), None
+        labels, image = tables.text_labels(row["pieces"]), None
     else:
         size = int(row["size"])
         labels = layout.labels()
@@ -66,21 +66,20 @@ def cached_model_atlas(
     inputs: pd.DataFrame,
 ) -> ModelAtlas:
     """The atlas of a cached model from the pipeline's extraction output and input table (text
-    labelled by the tokenizer saved beside the model, images by the model's token layout)."""
+    labelled by its tokens' pieces, images by the model's token layout, read from the cache's
+    architecture without its weights)."""
     example = extraction["maps"]["sample"].min()
-    tokenizer, layout = None, None
+    layout = None
     if "tokens" in inputs:
         length = len(inputs.set_index("sample").tokens[example])
         what = f"{len(inputs)} text windows of {length} tokens"
-        if has_tokenizer(manifest):
-            tokenizer = load_tokenizer(cache_dir)
     else:
         size = int(inputs["size"].iloc[0])
         what = f"{len(inputs)} images of {size} px"
         layout = image_tokens(model_skeleton(cache_dir), size)
     about = manifest.get("description") or manifest["architecture"]
     description = f"{about}; {what}; maps: input {example}"
-    return model_atlas(manifest["name"], description, extraction, inputs, tokenizer, layout)
+    return model_atlas(manifest["name"], description, extraction, inputs, layout)
 
 
 def write_tables(atlas: ModelAtlas, folder: str | Path, prov: dict[str, Any]) -> None:
@@ -118,8 +117,7 @@ def text_inputs(
             f"{origin}: {error}; give a longer text (--text) or fewer or shorter windows "
             "(--inputs, --tokens)"
         ) from None
-    table = pd.DataFrame({"sample": np.arange(len(windows)), "start": starts,
-                          "tokens": list(windows)})  # fmt: skip
+    table = text_table(windows, starts, opened.tokenizer)
     files = [Path(origin)] if Path(origin).is_file() else []
     return Inputs(table, f"{len(windows)} windows of {window} tokens from {origin}", files)
 
@@ -153,6 +151,8 @@ def extract_atlas(
 ) -> ModelAtlas:
     """Run the extraction of `opened` on `inputs` (its tables under `folder/extract/`, maps of
     every head of the first input), write the atlas tables under `folder`, return the atlas."""
+    from ..extract import extract  # here, not at the top: the pipeline's pages need no torch
+
     stream = {name: ParquetStream(folder / "extract" / f"{name}.parquet")
               for name in ("heads", "layers")}  # fmt: skip
     manifest = {"preprocessing": opened.preprocessing}
@@ -182,8 +182,6 @@ def extract_atlas(
         layout = image_tokens(opened.model, opened.preprocessing["image_size"])
     architecture = opened.record.get("architecture") or type(opened.model).__name__
     description = f"{architecture}; {inputs.description}; maps: the first input"
-    atlas = model_atlas(
-        opened.name, description, extraction, inputs.table, opened.tokenizer, layout
-    )
+    atlas = model_atlas(opened.name, description, extraction, inputs.table, layout)
     write_tables(atlas, folder, recorder.record())
     return atlas

@@ -7,7 +7,8 @@ what each column means.
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Iterable
+
 import pandas as pd
 
 from .. import diagnostics
@@ -127,9 +128,7 @@ def example_maps(maps: pd.DataFrame) -> pd.DataFrame:
     return maps[maps["sample"] == first].sort_values(["layer", "head"], ignore_index=True)
 
 
-def text_labels(tokens: np.ndarray, tokenizer) -> list[str]:
-    """Labels of the positions of a text input: each token decoded on its own (UTF-8 bytes as
-    characters when there is no tokenizer), escaped so that spaces and newlines show."""
-    ids = [int(t) for t in np.asarray(tokens)]
-    pieces = [chr(i) for i in ids] if tokenizer is None else [tokenizer.decode([i]) for i in ids]
+def text_labels(pieces: Iterable[str]) -> list[str]:
+    """Labels of the positions of a text input from its tokens' `pieces` (each token decoded on
+    its own), escaped so that spaces and newlines show."""
     return [repr(piece)[1:-1].replace(" ", "\u2423") or "''" for piece in pieces]

@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 def model_inputs(
     manifest: dict[str, Any], cache_dir: str | Path, data: dict[str, Any]
 ) -> pd.DataFrame:
-    """One row per sample: `tokens` (text models) or raw RGB `pixels` (image models), and the
-    independent `unit` it was drawn from, which its statistics are bootstrapped over: the
-    photograph a crop was cut from, else the sample itself (a text window, an image)."""
+    """One row per sample: `tokens` and their `pieces` (text models, `text_table`) or raw RGB
+    `pixels` (image models), and the independent `unit` it was drawn from, which its
+    statistics are bootstrapped over: the photograph a crop was cut from, else the sample
+    itself (a text window, an image)."""
     if manifest["modality"] == "text":
         from ..hub import has_tokenizer, load_tokenizer
 
@@ -33,14 +34,7 @@ def model_inputs(
             settings["n_windows"],
             settings["seed"],
         )
-        return pd.DataFrame(
-            {
-                "sample": np.arange(len(windows)),
-                "unit": np.arange(len(windows)),
-                "start": starts,
-                "tokens": list(windows),
-            }
-        )
+        return text_table(windows, starts, tokenizer)
     settings = data["images"]
     size = manifest["preprocessing"]["image_size"]
     units = np.arange(settings["n_images"])
@@ -60,6 +54,21 @@ def model_inputs(
             "unit": units,
             "size": size,
             "pixels": [p.tobytes() for p in pictures],
+        }
+    )
+
+
+def text_table(windows: np.ndarray, starts: np.ndarray, tokenizer) -> pd.DataFrame:
+    """One row per token window: `sample` and `unit` (the window itself), its `start` in the
+    corpus's token stream, its `tokens` and their `pieces` (`text.token_pieces`: the atlas
+    labels positions with them, so it needs no tokenizer)."""
+    return pd.DataFrame(
+        {
+            "sample": np.arange(len(windows)),
+            "unit": np.arange(len(windows)),
+            "start": starts,
+            "tokens": list(windows),
+            "pieces": text.token_pieces(windows, tokenizer),
         }
     )
 

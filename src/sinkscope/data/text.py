@@ -69,3 +69,12 @@ def token_windows(
     starts = np.sort(np.random.default_rng(seed).choice(len(stream) - body + 1, n_windows, False))
     windows = np.stack([np.concatenate([prefix, stream[s : s + body], suffix]) for s in starts])
     return windows.astype(np.int64), starts
+
+
+def token_pieces(windows: np.ndarray, tokenizer) -> list[list[str]]:
+    """The text of each token of `windows` decoded on its own (a UTF-8 byte as its character
+    when there is no tokenizer): what a reader sees at each position."""
+    ids = np.unique(windows).tolist()
+    decoded = [chr(i) for i in ids] if tokenizer is None else [tokenizer.decode([i]) for i in ids]
+    piece = dict(zip(ids, decoded, strict=True))
+    return [[piece[i] for i in window] for window in windows.tolist()]
