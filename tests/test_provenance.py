@@ -8,6 +8,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -285,6 +286,16 @@ def test_stale_temporaries_of_dead_jobs_are_removed_and_live_ones_kept(tmp_path)
         "live.json",
         "t.parquet",
     ]
+
+
+def test_a_temporary_file_of_a_job_killed_before_its_lock_goes_once_an_hour_old(tmp_path):
+    young, old = tmp_path / ".t.parquet.abc.new", tmp_path / ".u.parquet.def.new"
+    young.touch()
+    old.touch()
+    hours_ago = time.time() - 7200
+    os.utime(old, (hours_ago, hours_ago))
+    assert files.remove_stale_temporaries([(tmp_path, 0)]) == [old]
+    assert young.exists()
 
 
 def test_a_sidecar_given_as_an_input_is_checked_against_the_file_it_describes(record, tmp_path):
