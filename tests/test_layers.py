@@ -30,6 +30,7 @@ LAYERS = {
             "stats",
             "errors",
             "catalogue",
+            "tiers",
         ],
         BOTTOM,
     ),

@@ -20,6 +20,7 @@ import yaml
 # paper's claim measured beyond the paper's own setting (its ViT diagnostics on an LLM), which
 # the run could fail to show as well, counted apart from the replications of the paper
 KINDS = ("replication", "check", "extension")
+NULLED = ("replication", "extension")  # the kinds whose statistic is also computed on a null
 THRESHOLD_KEYS = ("source", "chosen")  # where a threshold comes from: the paper, or a reason
 # the texts a `source` may cite: the three papers and the works they build on
 SOURCES = (
@@ -34,9 +35,12 @@ ONE_SIDED = ("less_than", "greater_than", "at_most", "at_least")
 # a claim whose `paper` value starts with a number gives a value: its check is a band around it
 # unless the check says under `direction` where the source states only a direction
 GIVES_A_VALUE = re.compile(r"^[~<>]?\s*[0-9.]")
-# the tiers above the default that `testable_at` may name (config/extended.yaml, config/paper.yaml)
+# the tiers above the default, smallest first (config/<tier>.yaml): `testable_at` resolves to
+# the first of them whose merged config meets its `where` and the claim's config controls
 TIERS = ("extended", "paper")
 SCALES = ("smoke", "default", *TIERS)  # every tier of config/, smallest first
+# the conditions `testable_at.where` may set on a config value (a bare value: equality)
+CONDITIONS = ("at_least", "at_most", "contains", "includes")
 LEDGER_KEYS = ("date", "before", "after", "verdict_before", "reason")
 # the scorecard's verdicts (sinkscope.scorecard judges; the ledger records them)
 REPLICATED, NOT_REPLICATED = "replicated", "not replicated"
@@ -90,17 +94,67 @@ def _side_errors(claim: dict[str, Any], name: str) -> list[str]:
 
 
 def _testable_errors(claim: dict[str, Any], name: str) -> list[str]:
-    """A replication, an extension and a claim with controls name, under `testable_at`, the tier
-    whose run would show what this one cannot: `<tier>: <what it runs>`, the tier one of TIERS."""
+    """A replication, an extension and a claim with controls say, under `testable_at`, what a
+    run that would show what this one cannot runs (`runs`) and where a tier's config sets it
+    (`where`: {dotted config key: a value, or {at_least | at_most | contains: x}}); the tier is
+    the first of TIERS whose config meets it (`tiers.testable_tier`)."""
     if claim.get("kind") == "check" and not claim.get("preconditions"):
         return []
-    tier = str(claim.get("testable_at") or "").partition(":")
-    if tier[0] in TIERS and tier[2].strip():
-        return []
-    return [
-        f"{name}: `testable_at` must name the tier that would test the claim "
-        f"('{' or '.join(TIERS)}: <what it runs there>'), not {claim.get('testable_at')!r}"
+    named = claim.get("testable_at")
+    if not isinstance(named, dict) or not str(named.get("runs") or "").strip():
+        return [
+            f"{name}: `testable_at` must say what the run that would test the claim runs "
+            f"({{runs: <what>, where: {{<config key>: <condition>}}}}), not {named!r}"
+        ]
+    where = named.get("where") or {}
+    if not isinstance(where, dict) or not where and not _config_controls(claim):
+        return [
+            f"{name}: `testable_at.where` must name the config values of the tier that would "
+            f"test the claim (or the claim needs a config control)"
+        ]
+    bad = [
+        key
+        for key, condition in where.items()
+        if isinstance(condition, dict) and (len(condition) != 1 or set(condition) - set(CONDITIONS))
     ]
+    if bad:
+        return [
+            f"{name}: `testable_at.where` conditions are a value or one of "
+            f"{', '.join(CONDITIONS)}; {', '.join(bad)} is neither"
+        ]
+    return []
+
+
+def _config_controls(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claim's controls on a config value (`config:` in place of `measure:`)."""
+    return [control for control in claim.get("preconditions") or [] if "config" in control]
+
+
+def meets(value: Any, condition: Any) -> bool:
+    """Whether a config value meets a `testable_at.where` condition: equality with a bare value,
+    else {at_least: x}, {at_most: x}, {contains: x} (a list holding x) or {includes: [x, y]} (a
+    list holding each of them)."""
+    if not isinstance(condition, dict):
+        return value == condition
+    ((kind, bound),) = condition.items()
+    if kind in ("contains", "includes"):
+        items = [bound] if kind == "contains" else bound
+        return isinstance(value, list) and all(item in value for item in items)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return value >= bound if kind == "at_least" else value <= bound
+
+
+def config_met(check: dict[str, Any], value: Any) -> bool:
+    """Whether a config value passes a config control's check (`equals`: the value itself; a
+    numeric check: inside the range it accepts)."""
+    if check["kind"] == "equals":
+        return value == check["value"]
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    low, high = accepted(check)
+    strict = check["kind"] in ("less_than", "greater_than")
+    return (low < value < high) if strict else (low <= value <= high)
 
 
 def _ledger_errors(claim: dict[str, Any], name: str) -> list[str]:
@@ -135,6 +189,17 @@ def _ledger_errors(claim: dict[str, Any], name: str) -> list[str]:
     return errors
 
 
+def _margin_errors(control: dict[str, Any], where: str) -> list[str]:
+    """A control's `margin` (how far beyond its bound a value from one sample lacks the
+    phenomenon) is {value > 0, and exactly one of `source` or `chosen`}."""
+    if "margin" not in control:
+        return []
+    margin = control["margin"]
+    if not isinstance(margin, dict) or not float(margin.get("value") or 0) > 0:
+        return [f"{where}: `margin` needs a `value` above 0"]
+    return _threshold_errors({**margin, "kind": "margin"}, f"{where}, margin")
+
+
 def entry_errors(claim: dict[str, Any]) -> list[str]:
     """What a catalogue entry lacks of the format: a `kind` of KINDS, a non-empty `why` and
     `stated`, exactly one of `source` / `chosen` in its check and in every precondition's check
@@ -151,9 +216,18 @@ def entry_errors(claim: dict[str, Any]) -> list[str]:
     if not str(claim.get("stated") or "").strip():
         errors.append(f"{name}: `stated` is missing or empty (where the paper states the claim)")
     errors += _threshold_errors(claim.get("check"), name)
+    if claim.get("kind") in NULLED and not str(claim.get("null_case") or "").strip():
+        errors.append(
+            f"{name}: `null_case` is missing (a {claim.get('kind')} names the null its statistic is "
+            f"also computed on, where the claim should not hold, and why)"
+        )
     for control in claim.get("preconditions") or []:
-        where = f"{name}, precondition on {control.get('measure')!r}"
+        subject = control.get("measure", control.get("config"))
+        where = f"{name}, precondition on {subject!r}"
+        if ("measure" in control) == ("config" in control):
+            errors.append(f"{where}: a control has exactly one of `measure` or `config`")
         errors += _threshold_errors(control.get("check"), where)
+        errors += _margin_errors(control, where)
     errors += _side_errors(claim, name)
     errors += _testable_errors(claim, name)
     return errors + _ledger_errors(claim, name)
@@ -182,6 +256,10 @@ def describe_check(check: dict[str, Any]) -> str:
     kind = check["kind"]
     if kind == "holds":
         return "holds"
+    if kind == "equals":
+        return f"= {check['value']}"
+    if kind == "covers":
+        return f"one run's 95 % prediction interval covers {check['value']:g}"
     signs = {"less_than": "<", "greater_than": ">", "at_most": "<=", "at_least": ">="}
     if kind in signs:
         return f"{signs[kind]} {check['value']:g}"
@@ -199,6 +277,8 @@ def accepted(check: dict[str, Any]) -> tuple[float, float]:
     kind = check["kind"]
     if kind == "holds":
         return 1.0, 1.0
+    if kind == "covers":
+        return check["value"], check["value"]
     if kind == "between":
         return check["low"], check["high"]
     value = check["value"]
@@ -245,7 +325,10 @@ def threshold_table(claims: list[dict[str, Any]]) -> str:
     lines = [THRESHOLD_HEADER, "|---|---|---|---|---|"]
     for claim in claims:
         checks = [("(the claim)", claim["id"], claim["check"])]
-        checks += [(c["control"], c["measure"], c["check"]) for c in claim.get("preconditions", [])]
+        checks += [
+            (c["control"], c.get("measure") or f"config {c['config']}", c["check"])
+            for c in claim.get("preconditions", [])
+        ]
         for control, measure, check in checks:
             judged = f"`{measure}` {describe_check(check)}"
             lines.append(

@@ -264,8 +264,8 @@ def _model_problems(config: dict[str, Any]) -> list[str]:
     for name in [] if models is _MISSING else models:
         check("models", name)
     in_models = [] if models is _MISSING else models
-    for modality in ("text", "image"):
-        key = f"diagnostics.claim_models.{modality}"
+    for role, modality in (("text", "text"), ("bos", "text"), ("image", "image")):
+        key = f"diagnostics.claim_models.{role}"
         name = _get(config, key, str)
         if name is not _MISSING and models is not _MISSING and name not in in_models:
             problems.append(f"'{key}' is {name!r}, which is not in 'models'")

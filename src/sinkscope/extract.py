@@ -114,6 +114,9 @@ class Extractor:
             "sink": sink.masked_fill(virtual, metrics.LEARNED_SINK),
             "sink_mass": mass.gather(-1, sink[..., None]).squeeze(-1),
             "first_mass": mass[..., 0], **{f"event_{k}": v for k, v in events.items()},
+            "first_mass_short": metrics.prefix_first_mass(
+                probs, visible, metrics.SHORT_SENTENCE
+            ).expand_as(mass[..., 0]),
             "ratio_head": metrics.value_norm_ratio(values, sink),
             "ratio_out": metrics.norm_ratio(
                 metrics.projected_norms(values, layer.gram.to(values.device)), sink

@@ -26,6 +26,8 @@ NOP_MAX_RATIO = 0.2
 BROADCAST_MIN_RATIO = 0.5
 BROADCAST_MAX_SRANK = 1.5
 LEARNED_SINK = -1  # the sink position of a head whose dominant key is its learned sink logit
+# the tokens of a short sentence (StreamingLLM, Figure 2: 256 sentences of 16 tokens each)
+SHORT_SENTENCE = 16
 
 
 def causal_mask(length: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -42,6 +44,20 @@ def column_mass(attn: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
     sum is the sum over the queries that see the key.
     """
     return attn.sum(-2) / visible.sum(-2).clamp_min(1)
+
+
+def prefix_first_mass(attn: torch.Tensor, visible: torch.Tensor, length: int) -> torch.Tensor:
+    """The first token's column mass over the first `length` queries and keys: (...). Under
+    causal attention these queries see only the first `length` tokens, so this is the first
+    token's share in a sentence of that many tokens; NaN where a query sees a later key
+    (bidirectional attention), for which no prefix is a sentence of its own."""
+    import torch
+
+    prefix = visible[..., :length, :length]
+    mass = column_mass(attn[..., :length, :length], prefix)[..., 0]
+    if prefix.triu(1).any():
+        return torch.full_like(mass, float("nan"))
+    return mass
 
 
 def dominant_key(

@@ -31,10 +31,12 @@ from .catalogue import (
     NOT_REPLICATED,
     NOT_RUN,
     NOT_TESTABLE,
+    NULLED,
     REPLICATED,
     SCALES,
     VERDICTS,
     accepted,
+    config_met,
     describe_check,
     is_chosen,
     ledger_summary,
@@ -72,8 +74,10 @@ def verdict_table() -> str:
 COLUMNS = [
     "exhibit", "claim_id", "kind", "why", "claim", "paper", "check", "threshold_source",
     "threshold", "value", "low", "high", "n", "basis", "model", "scale", "verdict",
-    "testable_at", "ledger", "note",
+    "testable_at", "ledger", "null", "null_value", "null_low", "null_high", "null_n",
+    "null_basis", "null_passes", "note",
 ]  # fmt: skip
+BY_CONSTRUCTION = "holds by construction at this scale"  # a replication whose null passes too
 SOURCED, CHOSEN = "sourced", "chosen"  # the `threshold` column: from a source, or a reason
 
 
@@ -81,12 +85,16 @@ def judge(check: dict[str, Any], low: float, high: float) -> bool | None:
     """Whether a measured interval [low, high] satisfies a claim's check: True when every value
     in it does, False when none does, None (undecided) when it straddles the threshold. Strict
     checks (`less_than`, `greater_than`) exclude their bound; an exact value is the interval
-    [value, value]."""
+    [value, value]. `covers` (a paper's one run against the spread of ours): True when the
+    prediction interval [low, high] holds the paper's value, False when it does not, None when
+    it is unbounded (too few runs for one)."""
     kind = check["kind"]
     lo, hi = accepted(check)
     strict = kind in ("less_than", "greater_than")
     if kind == "holds":
         return True if low >= 1 else False if high <= 0 else None
+    if kind == "covers":
+        return None if not np.isfinite([low, high]).all() else bool(low <= lo <= high)
     if kind in ("less_than", "at_most"):
         inside, outside = (high < hi, low >= hi) if strict else (high <= hi, low > hi)
     elif kind in ("greater_than", "at_least"):
@@ -94,6 +102,16 @@ def judge(check: dict[str, Any], low: float, high: float) -> bool | None:
     else:
         inside, outside = lo <= low and high <= hi, high < lo or low > hi
     return True if inside else False if outside else None
+
+
+def beyond_margin(control: dict[str, Any], found: dict[str, Any]) -> bool:
+    """Whether a control measured on one sample (an unbounded interval) lies further from the
+    range its check accepts than the control's `margin`: so far that it lacks the phenomenon."""
+    if "margin" not in control or np.isfinite([found["low"], found["high"]]).any():
+        return False
+    lo, hi = accepted(control["check"])
+    value, margin = float(found["value"]), control["margin"]["value"]
+    return bool(value < lo - margin or value > hi + margin)
 
 
 def write_claims(
@@ -105,13 +123,22 @@ def write_claims(
 
 
 def failed_controls(
-    claim: dict[str, Any], measured: dict[str, dict[str, Any]]
+    claim: dict[str, Any], measured: dict[str, dict[str, Any]], settings: dict[str, Any]
 ) -> tuple[list[str], list[str]]:
     """The claim's preconditions that its run does not meet: those that lack the phenomenon
-    (the interval clear of the control's check, or no value, or not measured) and those left
+    (the interval clear of the control's check, or no value, or not measured, or from one sample
+    beyond the control's margin; a config control whose setting fails its check) and those left
     undecided (the interval straddles it), each with the measured value and interval."""
     lacking, undecided = [], []
     for control in claim.get("preconditions", []):
+        if "config" in control:
+            key = control["config"]
+            what = f"{control['control']} ({key} {describe_check(control['check'])})"
+            if key not in settings:
+                lacking.append(f"{what}: not given to the scorecard")
+            elif not config_met(control["check"], settings[key]):
+                lacking.append(f"{what} lacks it: this run sets {settings[key]!r}")
+            continue
         found = measured.get(control["measure"])
         what = f"{control['control']} ({control['measure']} {describe_check(control['check'])})"
         if found is None:
@@ -120,9 +147,35 @@ def failed_controls(
             lacking.append(f"{what}: no value at this scale")
         elif (met := judge(control["check"], found["low"], found["high"])) is False:
             lacking.append(f"{what} lacks it: measured {_measured(found)}")
+        elif met is None and beyond_margin(control, found):
+            margin = control["margin"]["value"]
+            lacking.append(
+                f"{what} lacks it: measured {_format(found['value'])} from one sample, beyond its "
+                f"bound by more than the margin {margin:g}"
+            )
         elif met is None:
             undecided.append(f"{what} undecided: measured {_measured(found)}")
     return lacking, undecided
+
+
+def null_passes(claim: dict[str, Any], measured: dict[str, dict[str, Any]]) -> bool:
+    """Whether the claim's statistic passes its check on its null as well: its null's whole
+    interval passes the check and every control measured on a null meets its check there (a
+    control without a null counts as met, the stricter reading). A null without a value, or one
+    that fails or straddles the check, shows that the claim could have failed."""
+    null = measured[claim["id"]].get("null")
+    if not null or not np.isfinite(float(null["value"])):
+        return False
+    if judge(claim["check"], null["low"], null["high"]) is not True:
+        return False
+    for control in claim.get("preconditions", []):
+        control_null = (measured.get(control.get("measure", "")) or {}).get("null")
+        if control_null and (
+            not np.isfinite(float(control_null["value"]))
+            or judge(control["check"], control_null["low"], control_null["high"]) is not True
+        ):
+            return False
+    return True
 
 
 def _format(value: Any) -> str:
@@ -140,31 +193,36 @@ def _interval(found: dict[str, Any]) -> str:
     return Interval(found["low"], found["high"], found["n"], found["basis"]).describe()
 
 
-def _testable_at(claim: dict[str, Any], scale: str) -> str:
-    """The tier the catalogue names to test the claim; a run at that tier or above it is told
-    that no tier the catalogue names would."""
-    named = claim.get("testable_at")
+def _testable_at(claim: dict[str, Any], scale: str, testable: dict[str, str]) -> str:
+    """The tier that would test the claim (`tiers.testable_at`, resolved from the tier configs);
+    a run at that tier or above it is told that no tier of config/ would."""
+    named = testable.get(claim["id"])
     if not named:
         return "a tier the catalogue does not name"
     tier = named.partition(":")[0]
-    if scale in SCALES and SCALES.index(tier) <= SCALES.index(scale):
-        return f"no tier the catalogue names (it names {named}; this run is at {scale})"
+    if tier in SCALES and scale in SCALES and SCALES.index(tier) <= SCALES.index(scale):
+        return f"no tier of config/ above this one (it names {named}; this run is at {scale})"
     return named
 
 
 def verdict(
-    claim: dict[str, Any], measured: dict[str, dict[str, Any]], scale: str
+    claim: dict[str, Any],
+    measured: dict[str, dict[str, Any]],
+    scale: str,
+    settings: dict[str, Any] | None = None,
+    testable: dict[str, str] | None = None,
 ) -> tuple[str, str]:
     """A measured claim's verdict and the reason the scorecard gives before the exhibit's note:
     not testable when a control lacks its phenomenon or the claim has no value (naming the tier
     that would test it), inconclusive when a control or the claim's interval straddles."""
     found = measured[claim["id"]]
-    lacking, undecided = failed_controls(claim, measured)
+    lacking, undecided = failed_controls(claim, measured, settings or {})
     if lacking or not np.isfinite(float(found["value"])):
         failed = lacking + undecided
         controls = "control: " + "; ".join(failed) + "; " if failed else ""
         no_value = "" if np.isfinite(float(found["value"])) else "no value at this scale; "
-        return NOT_TESTABLE, f"{controls}{no_value}testable at {_testable_at(claim, scale)}."
+        where = _testable_at(claim, scale, testable or {})
+        return NOT_TESTABLE, f"{controls}{no_value}testable at {where}."
     if undecided:
         return INCONCLUSIVE, "control: " + "; ".join(undecided) + "."
     decided = judge(claim["check"], found["low"], found["high"])
@@ -177,19 +235,29 @@ def verdict(
 
 
 def build_scorecard(
-    claim_files: list[str | Path], scale: str, not_run: dict[str, str] | None = None
+    claim_files: list[str | Path],
+    scale: str,
+    not_run: dict[str, str] | None = None,
+    settings: dict[str, Any] | None = None,
+    testable: dict[str, str] | None = None,
 ) -> pd.DataFrame:
-    """One row per catalogued claim, with its kind and the source of its threshold. A claim with
-    no measurement is `not run`, with the reason `not_run` gives for its exhibit; one whose
-    control lacks its phenomenon is not testable at this scale, one whose interval straddles
-    its check inconclusive."""
+    """One row per catalogued claim, with its kind, the source of its threshold and its null. A
+    claim with no measurement is `not run`, with the reason `not_run` gives for its exhibit; one
+    whose control lacks its phenomenon (a measured one, or a config control judged on
+    `settings`) is not testable at this scale, naming the tier `testable` gives; one whose
+    interval straddles its check inconclusive. A replication or extension must carry its
+    statistic on its null; one whose null passes its check too holds by construction at this
+    scale: it is listed as a check."""
     measured: dict[str, dict[str, Any]] = {}
     for path in claim_files:
         measured.update(read_json(path, "claims file")["claims"])
     catalogue = load_claims()
     validate(catalogue)
     known = {claim["id"] for claim in catalogue} | {
-        control["measure"] for claim in catalogue for control in claim.get("preconditions", [])
+        control["measure"]
+        for claim in catalogue
+        for control in claim.get("preconditions", [])
+        if "measure" in control
     }
     unknown = set(measured) - known
     if unknown:
@@ -208,21 +276,44 @@ def build_scorecard(
             "threshold": CHOSEN if is_chosen(claim["check"]) else SOURCED,
             "ledger": ledger_summary(claim),
             "testable_at": "",
+            "null": claim.get("null_case", ""),
             "scale": scale,
         }
         if (found := measured.get(claim["id"])) is None:
             reason = (not_run or {}).get(claim["exhibit"], "no measurement at this scale")
             row |= {"model": "", "verdict": NOT_RUN, "note": reason}
-        else:
-            judged, reason = verdict(claim, measured, scale)
-            row |= {key: found[key] for key in ("low", "high", "n", "basis", "model")}
-            row["value"] = float(found["value"])  # a pattern that holds: 1, yes; 0, no
-            row |= {"verdict": judged, "note": " ".join(filter(None, [reason, found["note"]]))}
-            if judged == NOT_TESTABLE:
-                row["testable_at"] = _testable_at(claim, scale)
+            rows.append(row)
+            continue
+        if claim["kind"] in NULLED and not found.get("null"):
+            raise ValueError(
+                f"{claim['id']} is a {claim['kind']}, but its exhibit measured no null "
+                f"({claim['null_case']})"
+            )
+        judged, reason = verdict(claim, measured, scale, settings, testable)
+        row |= {key: found[key] for key in ("low", "high", "n", "basis", "model")}
+        row["value"] = float(found["value"])  # a pattern that holds: 1, yes; 0, no
+        if null := found.get("null"):
+            row |= {f"null_{key}": null[key] for key in ("low", "high", "n", "basis")}
+            row["null_value"] = float(null["value"])
+        passes = claim["kind"] in NULLED and null_passes(claim, measured)
+        row["null_passes"] = passes if claim["kind"] in NULLED else None
+        if passes:
+            row["kind"] = CHECK
+            row["why"] = (
+                f"{BY_CONSTRUCTION}: its statistic passes the check on its null as well "
+                f"({claim['null_case']}: measured {_measured(found['null'])})"
+            )
+        null_note = f"null: {found['null']['note']}" if found.get("null") else ""
+        row |= {
+            "verdict": judged,
+            "note": " ".join(filter(None, [reason, found["note"], null_note])),
+        }
+        if judged == NOT_TESTABLE:
+            row["testable_at"] = _testable_at(claim, scale, testable or {})
         rows.append(row)
     card = pd.DataFrame(rows, columns=COLUMNS)
-    card["n"] = card.n.astype("Int64")
+    for column in ("n", "null_n"):
+        card[column] = card[column].astype("Int64")
     return card
 
 
@@ -249,8 +340,8 @@ REPLICATION, CHECK, EXTENSION = KINDS
 EXTENSIONS_SAY = "the papers' claims measured beyond their setting (the Unifying View's ViT "
 EXTENSIONS_SAY += "diagnostics on an LLM), counted apart"
 MARKDOWN = [
-    "exhibit", "claim_id", "claim", "paper", "check", "threshold_source", "measured", "model",
-    "verdict", "threshold", "testable_at", "ledger", "note",
+    "exhibit", "claim_id", "claim", "paper", "check", "threshold_source", "measured",
+    "null measured", "model", "verdict", "threshold", "testable_at", "ledger", "note",
 ]  # fmt: skip
 CHOSEN_MARK, LEDGER_MARK = "*", "†"  # the forest plot's marks of a chosen threshold, a ledger
 MARKDOWN_CHECKS = [*MARKDOWN[:6], "why", *MARKDOWN[6:]]
@@ -264,6 +355,8 @@ def _table(part: pd.DataFrame, columns: list[str]) -> str:
         if row.check == "holds" and pd.notna(row.value):
             cells["value"] = bool(row.value)
         cells["measured"] = "" if pd.isna(row.value) else _measured(cells)
+        null = {key: cells[f"null_{key}"] for key in ("value", "low", "high", "n", "basis")}
+        cells["null measured"] = "" if pd.isna(row.null_basis) else _measured(null)
         lines.append("| " + " | ".join(str(cells[c]).replace("|", "\\|") for c in columns) + " |")
     return "\n".join(lines) + "\n"
 
@@ -273,13 +366,19 @@ def _marked(replications: pd.DataFrame, extensions: pd.DataFrame, card: pd.DataF
     check changed after they were first judged (the ledger)."""
     chosen = [part[part.threshold == CHOSEN] for part in (replications, extensions)]
     changed = card[card.ledger.astype(bool)]
+    by_construction = card[card.null_passes.astype("boolean").fillna(False)]
     return (
         f"Chosen thresholds (a stated reason, no source; column `threshold`): {len(chosen[0])} "
         f"of the replications, {int((chosen[0].verdict == REPLICATED).sum())} of them "
         f"replicated, and {len(chosen[1])} of the extensions; a replication counts as "
         f"replicated only against a sourced threshold. Ledger (column `ledger`): {len(changed)} "
         f"claims, {int((changed.kind == REPLICATION).sum())} of them replications, are judged "
-        f"by a check, control or statistic changed after they were first judged."
+        f"by a check, control or statistic changed after they were first judged. Nulls "
+        f"(column `null measured`): every replication and extension is measured on a null as "
+        f"well, where the claim should not hold (the catalogue's `null`); {len(by_construction)} "
+        f"whose null passes its check too {'hold' if len(by_construction) != 1 else 'holds'} "
+        f"by construction at this scale and {'are' if len(by_construction) != 1 else 'is'} "
+        f"listed among the checks."
     )
 
 
@@ -332,6 +431,7 @@ VERDICT_COLOURS = {
     NOT_RUN: "#999999",
 }
 CHECK_COLOUR = "#666666"  # a check, whatever its verdict: drawn apart from the replications
+NULL_COLOUR = "#000000"  # a claim's statistic on its null: a cross on the claim's row
 TITLE_WIDTH = 95  # characters of a line of the forest plot's title before it wraps
 CLIP = 10.0  # the forest plot's axis ends at +-CLIP threshold units; beyond, an arrow
 
@@ -355,7 +455,8 @@ def figure(card: pd.DataFrame):
     threshold (0 = the check's threshold or the paper's value), against the range its check
     accepts (shaded). The replications come first, grouped by paper and coloured by verdict; the
     extensions follow in a block of their own (square markers, coloured by verdict), then the
-    checks, in grey. The title counts replications first, the others apart."""
+    checks, in grey; a cross marks the same statistic on the claim's null. The title counts
+    replications first, the others apart."""
     from matplotlib.lines import Line2D
 
     from . import plotting
@@ -384,6 +485,9 @@ def figure(card: pd.DataFrame):
             for end, marker in ((low, "<"), (high, ">")):
                 if abs(end) > CLIP:
                     ax.plot(np.sign(end) * CLIP, y, marker, color=colour, ms=4)
+        if np.isfinite(row.null_value):
+            x_null = (float(row.null_value) - reference) / unit
+            ax.plot(np.clip(x_null, -CLIP, CLIP), y, "x", color=NULL_COLOUR, ms=4, mew=1.2)
         kind = "" if row.kind == REPLICATION else f"  {row.kind}"
         marks = (CHOSEN_MARK if row.threshold == CHOSEN and not is_check else "") + (
             LEDGER_MARK if row.ledger else ""
@@ -407,6 +511,7 @@ def figure(card: pd.DataFrame):
     handles += [
         Line2D([], [], color="black", marker="s", lw=0, label="extension (marker)"),
         Line2D([], [], color=CHECK_COLOUR, marker="o", mfc="white", lw=1.6, label="check"),
+        Line2D([], [], color=NULL_COLOUR, marker="x", lw=0, label="the same statistic on its null"),
     ]
     handles.append(Line2D([], [], color="#e8f3ee", lw=8, label="accepted by the check"))
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=7, frameon=False)

@@ -1,12 +1,13 @@
 """Uncertainty of a measured value: a 95 % interval and the number of units it rests on.
 
 Bases: `exact` (a closed form or a deterministic count: the interval is the value), `seeds` (a
-t-interval of the mean over independently trained replicates), `bootstrap over <unit>` (a
-percentile bootstrap over the windows, images, positions ... a value is computed from, or over
-the clusters of rows that are not independent, such as the crops of one photograph), a
-share of runs or items (`share`, Clopper-Pearson) and a rate of events per unit of exposure
-(`event_rate`, exact Poisson). A boolean statistic is bootstrapped as 0/1, so its interval says
-whether the pattern holds in every resample, in none, or in some.
+t-interval of the mean over independently trained replicates), `prediction over <unit>` (the
+interval one more run would fall in, to compare a paper's single run with the spread of ours),
+`bootstrap over <unit>` (a percentile bootstrap over the windows, images, positions ... a value
+is computed from, or over the clusters of rows that are not independent, such as the crops of
+one photograph), a share of runs or items (`share`, Clopper-Pearson) and a rate of events per
+unit of exposure (`event_rate`, exact Poisson). A boolean statistic is bootstrapped as 0/1, so
+its interval says whether the pattern holds in every resample, in none, or in some.
 
 Replicates that agree exactly (no spread) give a t-interval of zero width, which would claim
 certainty from a handful of runs. Such a value gets the distribution-free interval of the median
@@ -25,6 +26,7 @@ import numpy as np
 
 LEVEL = 0.95
 RESAMPLES = 1000
+PREDICTION = "prediction over "  # the basis of a prediction interval of one run (`prediction`)
 
 
 def scipy_stats():
@@ -49,6 +51,12 @@ class Interval:
         <unit>` (a sensitivity, not a sampling interval), `[0.9, 1.1] (range over 15 fits)`."""
         if self.basis == "exact":
             return f"exact (n = {self.n})"
+        if self.basis.startswith(PREDICTION):
+            unit = self.basis.removeprefix(PREDICTION)
+            return (
+                f"[{self.low:.4g}, {self.high:.4g}] ({100 * LEVEL:g} % prediction interval of one "
+                f"run, from {self.n} {unit})"
+            )
         if self.basis.startswith("range over "):
             unit = self.basis.removeprefix("range over ")
             return f"[{self.low:.4g}, {self.high:.4g}] (range over {self.n} {unit})"
@@ -99,6 +107,19 @@ def over_seeds(values: Sequence[float], basis: str = "seeds") -> Interval:
     if interval is None:
         return undecided(len(values), basis)
     return Interval(*interval, len(values), basis)
+
+
+def prediction(values: Sequence[float], unit: str = "replicates") -> Interval:
+    """The `LEVEL` prediction interval of the value one more independent run would give, from
+    the values of n runs: mean +- t(n - 1) s sqrt(1 + 1/n), the spread a single run (such as a
+    paper's) falls within; fewer than 2 runs give none."""
+    values = np.asarray(values, dtype=float)
+    n = len(values)
+    if n < 2:
+        return undecided(n, PREDICTION + unit)
+    t = scipy_stats().t.ppf(1 - (1 - LEVEL) / 2, n - 1)
+    half = float(t * values.std(ddof=1) * np.sqrt(1 + 1 / n))
+    return Interval(float(values.mean()) - half, float(values.mean()) + half, n, PREDICTION + unit)
 
 
 def difference_over_seeds(a: Sequence[float], b: Sequence[float]) -> Interval:

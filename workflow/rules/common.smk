@@ -7,9 +7,11 @@ import re
 from importlib.resources import files
 
 from sinkscope.exhibits.plan import Plan
-from sinkscope.exhibits.registry import active, claimed, not_run
+from sinkscope.exhibits.registry import active, claimed, inputs_of, not_run
+from sinkscope.models.sources import NULL_SUFFIX, null_of, parent_of
 from sinkscope.codedigest import code_digest
 from sinkscope.run_cost import job_key
+from sinkscope.tiers import control_settings, testable_ats
 
 ENV = "../../envs/sinkscope.yaml"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
@@ -53,6 +55,11 @@ def repo_path(path):
         if os.path.isabs(path) or os.path.exists(path)
         else os.path.join(workflow.basedir, path)
     )
+
+
+def null_inputs(model):
+    """How many of its parent's inputs a null reads (0: a model that is no null reads all its own)."""
+    return 0 if model == parent_of(model) else config["diagnostics"]["nulls"]["inputs"]
 
 
 def model_manifest(name):

@@ -27,7 +27,7 @@ rule model_inputs:
 rule extract:
     input:
         manifest=model_manifest("{model}"),
-        inputs="resources/data/{model}.parquet",
+        inputs=lambda w: inputs_of(w.model),
     output:
         heads="results/extract/{model}/heads.parquet",
         layers="results/extract/{model}/layers.parquet",
@@ -35,6 +35,7 @@ rule extract:
         maps="results/extract/{model}/maps.parquet",
     params:
         extract=config["extract"],
+        samples=lambda w: null_inputs(w.model),
         device=config["device"],
         code=code_of("extract.py"),
     threads: lambda wildcards: 1 if wildcards.model in TRAINED else 2  # tiny ViTs: two at once
@@ -74,7 +75,7 @@ rule qk_spectra:
 rule intervention:
     input:
         manifest=model_manifest("{model}"),
-        inputs="resources/data/{model}.parquet",
+        inputs=lambda w: inputs_of(w.model),
         heads="results/extract/{model}/heads.parquet",
     output:
         "results/extract/{model}/intervention.parquet",

@@ -2,10 +2,15 @@
 # the entry's dtype + manifest.json, written last). Later stages take the manifest as their input.
 
 REGISTRY_NAMES = "|".join(re.escape(name) for name in config["registry"])
+PARENT_NAMES = "|".join(re.escape(name) for name in [*config["registry"], *TRAINED])
 
 
-wildcard_constraints:  # registry models and the ViTs the vision stage trains
-    model="|".join(re.escape(name) for name in [*config["registry"], *TRAINED]),
+wildcard_constraints:  # registry models, the ViTs the vision stage trains, and their nulls
+    model="|".join(
+        re.escape(name)
+        for parent in [*config["registry"], *TRAINED]
+        for name in (parent, null_of(parent))
+    ),
 
 
 rule materialise_model:
@@ -32,3 +37,28 @@ rule materialise_model:
         ENV
     script:
         "../scripts/materialise_model.py"
+
+
+rule null_model:
+    """A model's null: its architecture and config with every weight drawn afresh (seeded), the
+    setting on which the claims measured on the model are measured again."""
+    wildcard_constraints:
+        parent=PARENT_NAMES,
+    input:
+        model_manifest("{parent}"),
+    output:
+        "resources/models/{parent}" + NULL_SUFFIX + "/manifest.json",
+    params:
+        seed=config["diagnostics"]["nulls"]["seed"],
+        code=code_of("null_model.py"),
+    log:
+        "logs/models/{parent}_null.log",
+    benchmark:
+        "logs/benchmark/null_model/{parent}.tsv"
+    resources:
+        mem_mb=lambda w: model_entry(w.parent).get("mem_mb", 4000),
+        runtime=30,
+    conda:
+        ENV
+    script:
+        "../scripts/null_model.py"

@@ -20,6 +20,8 @@ rule scorecard:
     params:
         scale=config["scale"],
         not_run=not_run(PLAN),
+        settings=control_settings(config),
+        testable=testable_ats(workflow.basedir),
         code=code_of("scorecard.py"),
         catalogue=catalogue_digest(),
     log:

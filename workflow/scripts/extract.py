@@ -11,6 +11,8 @@ smk = snakemake  # noqa: F821 (provided by Snakemake)
 log, device, recorder, model, manifest = model_job(smk)
 settings = smk.params.extract
 table = pd.read_parquet(smk.input.inputs)
+if smk.params.samples:  # a null reads the first inputs of its parent
+    table = table.head(smk.params.samples)
 heads, layers = ParquetStream(smk.output.heads), ParquetStream(smk.output.layers)
 total = -(-len(table) // settings["batch_size"])
 cosine, maps = extract(

@@ -6,7 +6,13 @@ from sinkscope.scorecard import build_scorecard, figure, to_markdown
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log, _, recorder = start(smk)
-card = build_scorecard(list(smk.input), smk.params.scale, smk.params.not_run)
+card = build_scorecard(
+    list(smk.input),
+    smk.params.scale,
+    smk.params.not_run,
+    smk.params.settings,
+    smk.params.testable,
+)
 prov = recorder.record()
 write_with_sidecar(card.to_csv(index=False), smk.output.csv, prov)
 write_with_sidecar(to_markdown(card), smk.output.md, prov)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from .. import diagnostics as dx
 from ..stats import undecided
-from . import Measured, read_tables, stack
+from . import Measured, against_null_model, read_tables, stack
 
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
@@ -67,7 +67,11 @@ def _in_middle(column: int):
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    model = settings["claim_model"]
+    return against_null_model(lambda model: measure(tables, model), settings["claim_model"])
+
+
+def measure(tables: dict[str, pd.DataFrame], model: str) -> dict[str, Measured]:
+    """The claims and their control on one model."""
     per_input = tables["per_input"][tables["per_input"].model == model]
     grids, middle = _grids(per_input)
     if not len(middle):

@@ -17,7 +17,7 @@ from scipy.stats import rankdata
 
 from .. import diagnostics as dx
 from ..stats import Interval, undecided
-from . import Measured, read_tables, stack
+from . import Measured, against_null_model, read_tables, stack
 
 HEAD_COLUMNS = ["sample", "layer", "head", "entropy", "delta_similarity", "event_relaxed"]
 UNIT = "windows"
@@ -33,9 +33,13 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
 
 
 def counteracting_share(change: np.ndarray) -> float:
-    """% of the heads (columns) whose mean change of token similarity over the inputs (rows) is
-    negative: their update, added to the residual stream, makes the tokens less alike."""
-    return float(100 * (np.nanmean(change, 0) < 0).mean())
+    """% of the heads' change of token similarity, by magnitude, that lowers it: over the heads
+    (columns), the sum of |mean change over the inputs (rows)| of those whose mean change is
+    negative (their update, added to the residual stream, makes the tokens less alike) over the
+    sum of every head's; a head whose change is noise near zero weighs next to nothing."""
+    means = np.nanmean(change, 0)
+    total = np.abs(means).sum()
+    return float(100 * np.abs(means[means < 0]).sum() / total) if total > 0 else float("nan")
 
 
 def _spearman_of_means(entropy: np.ndarray, change: np.ndarray) -> float:
@@ -100,7 +104,14 @@ def _intervention(rows: pd.DataFrame, min_rate: float) -> tuple[float, str, Inte
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    model, min_rate = settings["claim_model"], settings["min_event_rate"]
+    return against_null_model(
+        lambda model: measure(tables, model, settings), settings["claim_model"]
+    )
+
+
+def measure(tables: dict[str, pd.DataFrame], model: str, settings: dict) -> dict[str, Measured]:
+    """The claims and their control on one model."""
+    min_rate = settings["min_event_rate"]
     table = tables["table"][tables["table"].model == model]
     counted = table[table.layer >= settings["first_counted_layer"]]
     keys = ["sample", "layer", "head"]
@@ -122,9 +133,11 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     share, share_interval = dx.over_inputs(counteracting_share, change.to_numpy(), unit=UNIT)
     means = np.nanmean(change.to_numpy(), 0)
     counter_note = (
-        f"{int((means < 0).sum())} of {len(means)} heads of layers {int(density.layer.min())}-"
-        f"{int(density.layer.max())} lower token similarity on average over {len(change)} windows "
-        f"({share:.1f} %); median change {np.median(means):+.4f}, lowest {means.min():+.4f}"
+        f"heads of layers {int(density.layer.min())}-{int(density.layer.max())} that lower token "
+        f"similarity on average over {len(change)} windows carry {share:.1f} % of the heads' "
+        f"summed |change|; by count {int((means < 0).sum())} of {len(means)} heads lower it "
+        f"(median change {np.median(means):+.4f}, lowest {means.min():+.4f}, highest "
+        f"{means.max():+.4f})"
     )
     return {
         "D3.mixing_rarely_counteracted": Measured(share, model, counter_note, share_interval),

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..models.sources import null_of, parent_of
 from ..vision.variants import trained_models
+
+# the claim models of the diagnostics (`diagnostics.claim_models`), each measured against its null
+CLAIM_ROLES = ("text", "bos", "image", "registers")
 
 
 class Plan:
@@ -28,8 +32,17 @@ class Plan:
         return value
 
     def entry(self, model: str) -> dict[str, Any]:
-        """A model's registry entry, or the description of a ViT the vision stage trains."""
+        """A model's registry entry, or the description of a ViT the vision stage trains (a
+        null: its parent's)."""
+        model = parent_of(model)
         return self.trained[model] if model in self.trained else self.config["registry"][model]
+
+    def nulls(self, roles: tuple[str, ...] = CLAIM_ROLES) -> list[str]:
+        """The nulls (randomly initialised copies, `models.sources.null_of`) of the claim models
+        of `roles` that this scale runs, in the order of the roles."""
+        present = self.models_of()
+        names = [self.get(f"diagnostics.claim_models.{role}") for role in roles]
+        return list(dict.fromkeys(null_of(m) for m in names if m in present))
 
     def models_of(self, modality: str | None = None, registers: bool = False) -> list[str]:
         """The models of this scale (the registry's, then the seed-0 trained ViTs), optionally

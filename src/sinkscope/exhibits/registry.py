@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalogue import find_claim
+from ..models.sources import parent_of
 from . import PAPERS
 from .plan import Plan
 
@@ -90,29 +91,31 @@ def _diagnostics(
     title: str,
     tables: tuple[str, ...],
     needs: tuple[str, ...],
+    claims_on: tuple[str, ...],
     modality: str | None = None,
     registers: bool = False,
     events: bool = False,
-    extends: bool = False,
     units: bool = False,
     table_settings: dict[str, Setting] | None = None,
     claim_settings: dict[str, Setting] | None = None,
 ) -> Exhibit:
-    """A diagnostics exhibit; `events`: its tables count sink events (they read each model's
-    registers and the first counted layer); `extends`: its claims on the image claim model are
-    measured on the text claim model too (`exhibits.TARGETS`); `units`: its tables read the
-    independent unit of each input (`data.inputs`), which its claims are bootstrapped over."""
+    """A diagnostics exhibit, its claims measured on the claim models of `claims_on`
+    (`diagnostics.claim_models.<role>`: the first as `claim_model`, a text model after an image
+    one as `extension_model`, whose claims `exhibits.targets` counts apart) and on each one's
+    null; `events`: its tables count sink events (they read each model's registers and the first
+    counted layer); `units`: its tables read the independent unit of each input
+    (`data.inputs`), which its claims are bootstrapped over."""
 
     def models(plan: Plan) -> list[str]:
-        return plan.models_of(modality, registers)
+        return plan.models_of(modality, registers) + plan.nulls(claims_on)
 
-    key = f"diagnostics.claim_models.{'registers' if registers else modality or 'image'}"
+    key = f"diagnostics.claim_models.{claims_on[0]}"
     which = "model with registers" if registers else f"{modality or ''} model".lstrip()
 
     def unclaimed(plan: Plan) -> str | None:
         if plan.get(key) in models(plan):
             return None
-        runs_on = ", ".join(models(plan))
+        runs_on = ", ".join(plan.models_of(modality, registers))
         return f"its claim model {plan.get(key)} ({key}) is not a {which} of this run ({runs_on})"
 
     return Exhibit(
@@ -124,7 +127,7 @@ def _diagnostics(
                 kind: [f"results/extract/{m}/{EXTRACT_FILES[kind]}.parquet" for m in models(plan)]
                 for kind in needs
             },
-            **({"units": [f"resources/data/{m}.parquet" for m in models(plan)]} if units else {}),
+            **({"units": [inputs_of(m) for m in models(plan)]} if units else {}),
         },
         table_settings={
             "models": models,
@@ -142,13 +145,22 @@ def _diagnostics(
         },
         claim_settings={
             "claim_model": key,
-            **({"extension_model": "diagnostics.claim_models.text"} if extends else {}),
+            **(
+                {"extension_model": f"diagnostics.claim_models.{claims_on[1]}"}
+                if len(claims_on) > 1
+                else {}
+            ),
             **(claim_settings or {}),
         },
         mem_mb=4000,
         unavailable=lambda plan: None if models(plan) else f"no {which} at this scale",
         unclaimed=unclaimed,
     )
+
+
+def inputs_of(model: str) -> str:
+    """The inputs table a model reads (a null reads its parent's)."""
+    return f"resources/data/{parent_of(model)}.parquet"
 
 
 # --- toys (U1, U2, D2, D4-D6) -----------------------------------------------------------------
@@ -321,6 +333,7 @@ EXHIBITS: dict[str, Exhibit] = {
             "where attention goes",
             ("table", "per_input", "claim"),
             ("heads",),
+            claims_on=("bos",),
             modality="text",
         ),
         _diagnostics(
@@ -329,7 +342,7 @@ EXHIBITS: dict[str, Exhibit] = {
             ("table", "per_input"),
             ("heads",),
             events=True,
-            extends=True,
+            claims_on=("image", "text"),
             units=True,
         ),
         _diagnostics(
@@ -337,7 +350,7 @@ EXHIBITS: dict[str, Exhibit] = {
             "head specialization",
             ("table", "per_input", "claim"),
             ("heads",),
-            extends=True,
+            claims_on=("image", "text"),
             units=True,
         ),
         _diagnostics(
@@ -346,7 +359,7 @@ EXHIBITS: dict[str, Exhibit] = {
             ("table", "counts", "per_input", "claim"),
             ("heads",),
             events=True,
-            extends=True,
+            claims_on=("image", "text"),
             units=True,
         ),
         _diagnostics(
@@ -354,6 +367,7 @@ EXHIBITS: dict[str, Exhibit] = {
             "sinks on registers",
             ("table", "counts", "per_input", "claim"),
             ("heads",),
+            claims_on=("registers",),
             registers=True,
             events=True,
             units=True,
@@ -363,7 +377,7 @@ EXHIBITS: dict[str, Exhibit] = {
             "mechanism signatures",
             ("table", "per_input"),
             ("heads", "qk"),
-            extends=True,
+            claims_on=("image", "text"),
             units=True,
             table_settings={
                 "first_counted_layer": "diagnostics.first_counted_layer",
@@ -376,6 +390,7 @@ EXHIBITS: dict[str, Exhibit] = {
             "half-space condition: cosine to the first token",
             ("table", "histogram", "per_input", "claim"),
             ("layers", "cosine", "heads"),
+            claims_on=("bos",),
             modality="text",
         ),
         _diagnostics(
@@ -383,6 +398,7 @@ EXHIBITS: dict[str, Exhibit] = {
             "density and oversmoothing",
             ("table", "intervention"),
             ("heads", "intervention"),
+            claims_on=("text",),
             modality="text",
             claim_settings={
                 "first_counted_layer": "diagnostics.first_counted_layer",

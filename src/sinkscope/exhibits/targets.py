@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import Measured
+from . import Measured, against_null_model
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,11 +41,12 @@ def on_targets(
 ) -> dict[str, Measured]:
     """The claims of a diagnostics exhibit on each target whose model its settings name:
     `measure(tables, model, target)` gives {name: Measured}, claimed as
-    `<exhibit>.<target prefix><name>` (the registry runs a claims job only where the
-    claim model is in the run, and the config check puts the text claim model in it)."""
+    `<exhibit>.<target prefix><name>`, each against the same measure on the model's null (the
+    registry runs a claims job only where the claim model is in the run, and the config check
+    puts the text claim model in it)."""
     found = {}
     for target in TARGETS:
         if (model := settings.get(target.setting)) is not None:
-            measured = measure(tables, model, target)
+            measured = against_null_model(lambda m, t=target: measure(tables, m, t), model)
             found |= {f"{exhibit}.{target.prefix}{name}": m for name, m in measured.items()}
     return found

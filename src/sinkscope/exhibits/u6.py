@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
-from . import Measured, read_tables, stack
+from . import Measured, against_null_model, read_tables, stack
 
 NOP = dx.CLASSES.index("NOP")
 
@@ -45,7 +45,11 @@ def nop_percent(counts: np.ndarray) -> float:
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    model = settings["claim_model"]
+    return against_null_model(lambda model: measure(tables, model), settings["claim_model"])
+
+
+def measure(tables: dict[str, pd.DataFrame], model: str) -> dict[str, Measured]:
+    """The claim and its control on one model."""
     per_input = tables["per_input"][tables["per_input"].model == model]
     counts = _counts(per_input)  # (inputs, classes)
     clusters = dx.input_units(per_input)

@@ -374,7 +374,7 @@ def load_model(
     with cache_lock(cache_dir, exclusive=False):
         manifest = verify_cache(cache_dir)
         dtype = compute_dtype(manifest.get("compute_dtype", "float32"), device)
-        model = _architecture(cache_dir, manifest, dtype, weights=True)
+        model = build_architecture(cache_dir, manifest, dtype, weights=True)
     return model.to(device, dtype).eval(), manifest
 
 
@@ -384,7 +384,7 @@ def model_skeleton(cache_dir: str | Path) -> torch.nn.Module:
 
     cache_dir = Path(cache_dir)
     with cache_lock(cache_dir, exclusive=False), torch.device("meta"):
-        return _architecture(cache_dir, read_manifest(cache_dir), torch.float32, weights=False)
+        return build_architecture(cache_dir, read_manifest(cache_dir), torch.float32, weights=False)
 
 
 def import_library(cache_dir: str | Path, tokenizer_only: bool = False) -> None:
@@ -407,7 +407,7 @@ def import_library(cache_dir: str | Path, tokenizer_only: bool = False) -> None:
         import timm  # noqa: F401
 
 
-def _architecture(
+def build_architecture(
     cache_dir: Path, manifest: dict[str, Any], dtype: torch.dtype, weights: bool
 ) -> torch.nn.Module:
     """The model the manifest describes, with the cache's weights when `weights`."""

