@@ -19,6 +19,7 @@ from sinkscope import diagnostics as dx
 from sinkscope import plotting, scorecard
 from sinkscope.catalogue import find_claim
 from sinkscope.exhibits import d1, d3, s2, u3, u4, u5, u6, u7
+from sinkscope.models.sources import null_of
 from sinkscope.scorecard import NOT_TESTABLE, judge, load_claims
 from sinkscope.stats import event_rate
 
@@ -28,6 +29,7 @@ CONTROLS = {
     control["measure"]: control["check"]
     for claim in load_claims()
     for control in claim.get("preconditions", [])
+    if "measure" in control
 }
 CHECKS = CONTROLS | {claim["id"]: claim["check"] for claim in load_claims()}
 
@@ -58,6 +60,7 @@ def heads_table(
                         "head": head,
                         "sink": position if sink_head else 5,
                         "first_mass": 0.9 if position == 0 else 0.1,
+                        "first_mass_short": 0.9 if position == 0 else 0.1,
                         "event_relaxed": sink_head,
                         "event_strict_0.1": sink_head and sample < 2,
                         "ratio_head": 0.1,
@@ -77,10 +80,28 @@ def parquet(tmp_path: Path, name: str, table: pd.DataFrame) -> str:
     return str(path)
 
 
-def run(exhibit, tmp_path, extracted, settings, claim_model="m", units=None, **claim_settings):
+def run(
+    exhibit, tmp_path, extracted, settings, claim_model="m", units=None, nulls=None,
+    **claim_settings,
+):  # fmt: skip
     """The exhibit's tables from per-model extraction tables ({kind: {model: table}}) and its
     claims on those tables as read back from parquet. Each model's inputs table gives every
-    sample a unit of its own, or `units(sample)`."""
+    sample a unit of its own, or `units(sample)`. Each claim model's null (`null_of`) reads the
+    tables `nulls` gives ({kind: table}), by default its claim model's own."""
+    claimed = [claim_model, claim_settings.get("extension_model")]
+    claimed = [m for m in claimed if m is not None]
+    extracted = {
+        kind: per_model
+        | {null_of(m): (nulls or {}).get(kind, per_model[m]) for m in claimed if m in per_model}
+        for kind, per_model in extracted.items()
+    }
+    added = [null_of(m) for m in claimed if null_of(m) not in settings.get("models", [])]
+    settings = {**settings, "models": [*settings.get("models", []), *added]}
+    if "registers" in settings:
+        settings["registers"] = {
+            **settings["registers"],
+            **{null_of(m): settings["registers"].get(m, 0) for m in claimed},
+        }
     units = units or (lambda sample: sample)
     samples = {m: np.unique(t["sample"]) for m, t in extracted.get("heads", {}).items()}
     extracted = {
@@ -314,22 +335,32 @@ def test_s2_per_input_is_the_first_token_share_per_head():
 
 
 def test_s2_lowest_head_beyond_the_bottom_two(tmp_path):
+    """The claim reads the first token's share in the short sentences (the windows' first
+    tokens); the whole windows' share is in the note."""
     heads = heads_table(n_samples=10, n_layers=4)
     beyond = heads.layer >= 2
-    heads.loc[beyond, "first_mass"] = 0.5 + 0.02 * (heads.loc[beyond, "sample"] % 3)
-    _, claims = run(s2, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
+    heads.loc[beyond, "first_mass_short"] = 0.5 + 0.02 * (heads.loc[beyond, "sample"] % 3)
+    heads.loc[beyond, "first_mass"] = 0.2
+    untrained = heads.assign(first_mass_short=0.1, first_mass=0.1)
+    _, claims = run(s2, tmp_path, {"heads": {"m": heads}}, settings_for("m"),
+                    nulls={"heads": untrained})  # fmt: skip
     found = claims["S2.initial_tokens_beyond_bottom_two"]
     assert found.value == pytest.approx(0.518) and found.model == "m"
     assert found.note == (
-        "first-token share per head over layers 2-3, mean over 10 windows: lowest 0.52 "
-        "(layer 2, head 0), median 0.52; 4 of 4 heads above 0.3"
+        "first-token share per head over layers 2-3 in the first 16 tokens of 10 windows: lowest "
+        "0.52 (layer 2, head 0), median 0.52; 4 of 4 heads above 0.3; over the whole windows: "
+        "lowest 0.20, median 0.20"
     )
     assert verdict("S2.initial_tokens_beyond_bottom_two", found) is True
-    assert found.interval.n == 10 and found.interval.basis == "bootstrap over windows"
+    assert found.interval.n == 10
+    assert found.interval.basis == "bootstrap over sentences of 16 tokens"
+    assert found.null.value == pytest.approx(0.1) and found.null.note.startswith("m@init: ")
+    assert judge(CHECKS["S2.initial_tokens_beyond_bottom_two"], found.null.interval.low,
+                 found.null.interval.high) is False  # fmt: skip
     # one head of layer 3 off the first token: the layer's other head and every other layer
     # pass, but not all heads do (a share of sink heads per layer would hide it)
     off = (heads.layer == 3) & (heads["head"] == 1)
-    heads.loc[off, "first_mass"] = 0.1
+    heads.loc[off, "first_mass_short"] = 0.1
     tables, claims = run(s2, tmp_path, {"heads": {"m": heads}}, settings_for("m"))
     found = claims["S2.initial_tokens_beyond_bottom_two"]
     assert found.value == pytest.approx(0.1) and "(layer 3, head 1)" in found.note
@@ -885,13 +916,20 @@ def test_d3_mixing_rarely_counteracted_counts_the_heads_that_lower_similarity(tm
     found = d3_claims(tmp_path, heads, rows)[1]["D3.mixing_rarely_counteracted"]
     assert found.value == 0 and verdict("D3.mixing_rarely_counteracted", found) is True
     assert found.note == (
-        "0 of 4 heads of layers 1-2 lower token similarity on average over 10 windows (0.0 %); "
-        "median change +0.0050, lowest +0.0000"
+        "heads of layers 1-2 that lower token similarity on average over 10 windows carry 0.0 % "
+        "of the heads' summed |change|; by count 0 of 4 heads lower it (median change +0.0050, "
+        "lowest +0.0000, highest +0.0100)"
     )
-    # head 0 of every layer lowers it: half of the heads counteract the mixing
+    # head 0 of every layer lowers it by 0.02, head 1 raises it by 0.01: two heads of four by
+    # count, two thirds of the summed change by magnitude
     heads.loc[heads["head"] == 0, "delta_similarity"] = -0.02
     found = d3_claims(tmp_path, heads, rows)[1]["D3.mixing_rarely_counteracted"]
-    assert found.value == 50 and verdict("D3.mixing_rarely_counteracted", found) is False
+    assert found.value == pytest.approx(100 * 0.04 / 0.06)
+    assert verdict("D3.mixing_rarely_counteracted", found) is False
+    # the same heads lowering it by a hair (noise about zero) weigh next to nothing
+    heads.loc[heads["head"] == 0, "delta_similarity"] = -1e-6
+    found = d3_claims(tmp_path, heads, rows)[1]["D3.mixing_rarely_counteracted"]
+    assert found.value < 0.1 and verdict("D3.mixing_rarely_counteracted", found) is True
 
 
 def test_d3_without_sink_heads_or_other_heads_the_intervention_has_no_value(tmp_path):

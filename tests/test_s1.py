@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 import torch
@@ -17,6 +19,9 @@ S1 = {
     "scores": [0.1, -0.2, 0.0, 0.2, -0.1, 0.0],
     "sink_logit": 3.0,
 }
+
+
+EXAMPLE = ("S1.norm_without_sink", "S1.sink_share", "S1.norm_with_sink")
 
 
 def _tables(**changes):
@@ -37,7 +42,8 @@ def test_stated_numbers():
 
 def test_claims_name_the_example_and_note_the_numbers():
     found = s1.claims(_tables(), {"scale": "default"})
-    assert {m.model for m in found.values()} == {"6 random values (torch.manual_seed)"}
+    example = {claim: m for claim, m in found.items() if claim in EXAMPLE}
+    assert {m.model for m in example.values()} == {"6 random values (torch.manual_seed)"}
     share = found["S1.sink_share"].value
     assert f"the sink takes {share:.2f} % of the weight" in found["S1.sink_share"].note
     three = s1.claims(_tables(n_tokens=3, scores=[0.1, 0.0, -0.1]), {"scale": "default"})
@@ -66,7 +72,7 @@ def crafted(norm_without: float, share: float, norm_with: float) -> pd.DataFrame
 )
 def test_claims_on_crafted_tables_both_sides(values, expected):
     """Exact intervals (closed forms of the example), judged by the catalogue's checks."""
-    found = s1.claims({"sink_logit": crafted(*values)}, {"scale": "default"})
+    found = s1.claims({**_tables(), "sink_logit": crafted(*values)}, {"scale": "default"})
     checks = {c["id"]: c["check"] for c in load_claims()}
     ids = ["S1.norm_without_sink", "S1.sink_share", "S1.norm_with_sink"]
     for claim, value in zip(ids, values, strict=True):
@@ -118,8 +124,9 @@ def test_score_count_must_match_tokens():
 def test_parquet_round_trip_and_figure(tmp_path):
     path = tmp_path / "sink_logit.parquet"
     _tables()["sink_logit"].to_parquet(path)
-    read = {"sink_logit": pd.read_parquet(path)}
-    assert s1.claims(read, {"scale": "default"}) == s1.claims(_tables(), {"scale": "default"})
+    read = {**_tables(), "sink_logit": pd.read_parquet(path)}
+    found, expected = (s1.claims(t, {"scale": "default"}) for t in (read, _tables()))
+    assert {c: found[c] for c in EXAMPLE} == {c: expected[c] for c in EXAMPLE}
     assert s1.figure(read, {"title": "t", "scale": "default"}).axes
 
 
@@ -140,3 +147,60 @@ def test_learned_sink_shares_of_a_model_with_learned_sinks(tmp_path):
     without = heads.assign(learned_sink_mass=float("nan"))
     without.to_parquet(path)
     assert s1.tables({"heads": [str(path)]}, settings)["learned_sinks"].empty
+
+
+def _learned_heads(tmp_path, shares: dict[str, list[float]]) -> dict[str, pd.DataFrame]:
+    """S1's tables with heads tables of models whose learned sinks take `shares` (per model: one
+    share per (layer, head), the same on each of 8 inputs)."""
+    paths = []
+    for model, values in shares.items():
+        heads = pd.DataFrame(
+            [
+                {"sample": sample, "layer": index // 2, "head": index % 2,
+                 "learned_sink_mass": value}
+                for sample in range(8)
+                for index, value in enumerate(values)
+            ]
+        )  # fmt: skip
+        path = tmp_path / f"{model}.parquet"
+        heads.to_parquet(path)
+        paths.append(str(path))
+    settings = {"example": S1, "learned_sinks_models": list(shares)}
+    return s1.tables({"heads": paths}, settings)
+
+
+def test_learned_sinks_absorb_most_heads_against_the_untrained_copy(tmp_path):
+    """gpt-oss's claim: the % of heads whose learned sink takes more than 0.3 of their
+    attention, with the same on the model's null; its control counts the heads; without such a
+    model the claim has no value and its control lacks the heads."""
+    checks = {c["id"]: c["check"] for c in load_claims()}
+    tables = _learned_heads(
+        tmp_path, {"gpt-oss": [0.9, 0.8, 0.6, 0.1], "gpt-oss@init": [0.05, 0.02, 0.04, 0.03]}
+    )
+    found = s1.claims(tables, {"scale": "paper", "learned_sinks_model": "gpt-oss"})
+    absorb = found["S1.learned_sinks_absorb"]
+    assert absorb.value == 75.0 and absorb.model == "gpt-oss"
+    assert absorb.note.startswith("3 of 4 heads' learned sinks take more than 0.3")
+    assert judge(checks["S1.learned_sinks_absorb"], absorb.interval.low, absorb.interval.high)
+    assert absorb.null.value == 0.0 and absorb.null.note.startswith("gpt-oss@init: 0 of 4")
+    assert found["S1.learned_sink_heads"].value == 4
+    none = s1.claims(_tables(), {"scale": "default", "learned_sinks_model": None})
+    assert math.isnan(none["S1.learned_sinks_absorb"].value)
+    assert none["S1.learned_sink_heads"].value == 0
+
+
+def test_the_extraction_reads_a_tiny_gpt_oss_learned_sinks_as_the_model_does():
+    """The mechanism check: the extraction's learned-sink share on a tiny GPT-OSS with random
+    weights equals the model's own eager attention (one minus its real keys' weights), and
+    the sinks take a visible share."""
+    check = _tables()["learned_sinks_check"]
+    assert len(check) == s1.CHECK_INPUTS * 2 * 4
+    assert check.eager.min() > 0.05 and check.eager.max() < 1
+    found = s1.claims(_tables(), {"scale": "default"})["S1.learned_sinks_read_exactly"]
+    checks = {c["id"]: c["check"] for c in load_claims()}
+    assert found.value < 1e-6
+    assert judge(checks["S1.learned_sinks_read_exactly"], found.value, found.value) is True
+    broken = check.assign(extracted=check.extracted + 0.01)
+    off = s1.claims({**_tables(), "learned_sinks_check": broken}, {"scale": "default"})
+    value = off["S1.learned_sinks_read_exactly"].value
+    assert judge(checks["S1.learned_sinks_read_exactly"], value, value) is False

@@ -14,6 +14,7 @@ from sinkscope import scorecard
 from sinkscope.catalogue import (
     CLAIM_HEADER,
     LEDGER_HEADER,
+    NULLED,
     ONE_SIDED,
     SCALES,
     THRESHOLD_HEADER,
@@ -41,6 +42,9 @@ from sinkscope.scorecard import (
     to_markdown,
 )
 from sinkscope.stats import Interval, exact
+from sinkscope.tiers import claim_tiers
+
+TESTABLE = claim_tiers(REPO)  # the tier that would test each claim, from config/
 
 
 @pytest.mark.parametrize(
@@ -138,9 +142,20 @@ def test_exhibits_doc_gives_every_claim_with_its_paper_value_and_source():
 
 
 def _claims_file(tmp_path, claims):
+    """A claims file of `claims`; a replication or extension without a null gets one with no
+    value (which cannot pass, so the row stays of its kind)."""
+    kinds = {claim["id"]: claim.get("kind") for claim in scorecard.load_claims()}
+    claims = {
+        key: found if found.get("null") or kinds.get(key) not in NULLED else {**found, **NO_NULL}
+        for key, found in claims.items()
+    }
     path = tmp_path / "claims.json"
     path.write_text(json.dumps({"claims": claims}))
     return path
+
+
+NO_NULL = {"null": {"value": float("nan"), "note": "no null in this test", "low": -1e9,
+                    "high": 1e9, "n": 0, "basis": "exact"}}  # fmt: skip
 
 
 def test_verdicts_and_not_run_rows(tmp_path):
@@ -178,7 +193,10 @@ def record(value, note="measured", interval=None):
 
 
 def straddling(check):
-    """An interval that straddles `check`: from a failing to a passing value."""
+    """An interval that straddles `check`: from a failing to a passing value (for `covers`, an
+    unbounded one: too few runs for a prediction interval)."""
+    if check["kind"] == "covers":
+        return Interval(float("-inf"), float("inf"), 1, "prediction over replicates")
     low, high = sorted(float(v) for v in (passing(check), failing(check)))
     return Interval(low, high, 8, "bootstrap over windows")
 
@@ -187,6 +205,8 @@ def passing(check):
     """A value that satisfies `check`."""
     if check["kind"] == "holds":
         return True
+    if check["kind"] == "equals":
+        return check["value"]
     if check["kind"] == "between":
         return (check["low"] + check["high"]) / 2
     return check["value"] + (
@@ -200,6 +220,8 @@ def failing(check, below=False):
     kind = check["kind"]
     if kind == "holds":
         return False
+    if kind == "equals":
+        return {"not": check["value"]}
     if kind == "between":
         return check["low"] - 1 if below else check["high"] + 1
     step = 1 + 2 * abs(check["value"]) * check.get("rtol", 0) + 2 * check.get("atol", 0)
@@ -214,12 +236,15 @@ CLAIMS = load_claims()
 def test_every_claim_passes_fails_and_straddles(tmp_path, claim):
     """For every claim of the catalogue (so every check kind): a value that replicates, one that
     does not and an interval that straddles its check, each with its controls met."""
-    met = {c["measure"]: record(passing(c["check"])) for c in claim.get("preconditions", [])}
+    controls = claim.get("preconditions", [])
+    met = {c["measure"]: record(passing(c["check"])) for c in controls if "measure" in c}
+    settings = {c["config"]: passing(c["check"]) for c in controls if "config" in c}
     check = claim["check"]
 
     def row(found):
         path = _claims_file(tmp_path, {**met, claim["id"]: found})
-        return build_scorecard([path], "default").set_index("claim_id").loc[claim["id"]]
+        card = build_scorecard([path], "default", settings=settings)
+        return card.set_index("claim_id").loc[claim["id"]]
 
     assert row(record(passing(check))).verdict == REPLICATED
     assert row(record(failing(check))).verdict == NOT_REPLICATED
@@ -227,44 +252,60 @@ def test_every_claim_passes_fails_and_straddles(tmp_path, claim):
         assert row(record(failing(check, below=True))).verdict == NOT_REPLICATED
     found = row(record(passing(check), interval=straddling(check)))
     assert found.verdict == INCONCLUSIVE
-    assert "[" in found.note and "bootstrap over 8 windows" in found.note
+    basis = "from 1 replicates" if check["kind"] == "covers" else "bootstrap over 8 windows"
+    assert "[" in found.note and basis in found.note
 
 
 CONTROLLED = [claim for claim in load_claims() if claim.get("preconditions")]
 
 
+def _subject(control):
+    return control.get("measure") or control["config"]
+
+
 @pytest.mark.parametrize("claim", CONTROLLED, ids=[claim["id"] for claim in CONTROLLED])
 def test_a_failing_or_missing_control_makes_a_claim_not_testable(tmp_path, claim):
-    """A control that lacks its phenomenon (or was not measured) makes the claim not testable,
-    naming the tier that would test it and keeping its measured value; a control that straddles
-    its check leaves it inconclusive."""
-    controls = {c["measure"]: c for c in claim["preconditions"]}
+    """A control that lacks its phenomenon (or was not measured, or a config control whose
+    setting fails its check) makes the claim not testable, naming the tier that would test it
+    and keeping its measured value; a control that straddles its check leaves it inconclusive."""
+    controls = {_subject(c): c for c in claim["preconditions"]}
+    configured = {key for key, c in controls.items() if "config" in c}
 
-    def card(values):
+    def card(values, settings):
         records = {key: record(value) for key, value in values.items()}
-        return build_scorecard([_claims_file(tmp_path, records)], "default").set_index("claim_id")
+        return build_scorecard(
+            [_claims_file(tmp_path, records)], "default", settings=settings, testable=TESTABLE
+        ).set_index("claim_id")
 
-    met = {measure: passing(c["check"]) for measure, c in controls.items()}
+    met = {key: passing(c["check"]) for key, c in controls.items() if key not in configured}
+    settings = {key: passing(controls[key]["check"]) for key in configured}
     claim_value = {claim["id"]: passing(claim["check"])}
-    assert card({**met, **claim_value}).loc[claim["id"], "verdict"] == REPLICATED
+    assert card({**met, **claim_value}, settings).loc[claim["id"], "verdict"] == REPLICATED
     claim_value = {claim["id"]: failing(claim["check"])}
-    assert card({**met, **claim_value}).loc[claim["id"], "verdict"] == NOT_REPLICATED
-    for measure, control in controls.items():
-        broken = {**met, measure: failing(control["check"]), claim["id"]: passing(claim["check"])}
-        if measure == claim["id"]:
+    assert card({**met, **claim_value}, settings).loc[claim["id"], "verdict"] == NOT_REPLICATED
+    for key, control in controls.items():
+        if key == claim["id"]:
             continue
-        row = card(broken).loc[claim["id"]]
-        assert row.verdict == NOT_TESTABLE and row.testable_at == claim["testable_at"]
-        assert control["control"] in row.note and "measured" in row.note
-        assert f"testable at {claim['testable_at']}." in row.note
+        broken, broken_settings = dict(met), dict(settings)
+        (broken_settings if key in configured else broken)[key] = failing(control["check"])
+        broken[claim["id"]] = passing(claim["check"])
+        row = card(broken, broken_settings).loc[claim["id"]]
+        assert row.verdict == NOT_TESTABLE and row.testable_at == TESTABLE[claim["id"]]
+        assert control["control"] in row.note and ("measured" in row.note or key in configured)
+        assert f"testable at {TESTABLE[claim['id']]}." in row.note
         assert row.value == float(passing(claim["check"]))
-        missing = {k: v for k, v in broken.items() if k != measure}
-        row = card(missing).loc[claim["id"]]
+        if key in configured:
+            missing_settings = {k: v for k, v in settings.items() if k != key}
+            row = card({**met, **claim_value}, missing_settings).loc[claim["id"]]
+            assert row.verdict == NOT_TESTABLE and "not given" in row.note
+            continue
+        missing = {k: v for k, v in broken.items() if k != key}
+        row = card(missing, settings).loc[claim["id"]]
         assert row.verdict == NOT_TESTABLE and "not measured" in row.note
-        uncertain = {measure: straddling(control["check"])}
+        uncertain = {key: straddling(control["check"])}
         records = {k: record(v, interval=uncertain.get(k)) for k, v in met.items()}
         records[claim["id"]] = record(passing(claim["check"]))
-        row = build_scorecard([_claims_file(tmp_path, records)], "default")
+        row = build_scorecard([_claims_file(tmp_path, records)], "default", settings=settings)
         row = row.set_index("claim_id").loc[claim["id"]]
         assert row.verdict == INCONCLUSIVE and "undecided" in row.note and not row.testable_at
 
@@ -272,18 +313,21 @@ def test_a_failing_or_missing_control_makes_a_claim_not_testable(tmp_path, claim
 @pytest.mark.parametrize("claim_id", ["U2.mse", "U2.hub_srank"])
 @pytest.mark.parametrize("scale", ["default", "extended", "paper"])
 def test_a_run_at_the_named_tier_is_not_pointed_back_at_itself(tmp_path, scale, claim_id):
-    """A claim not testable at the tier the catalogue names for it is told that no tier the
-    catalogue names would test it; a run below that tier is sent to it."""
+    """A claim not testable at the tier its testable_at resolves to is told that no tier of
+    config/ above it would test it; a run below that tier is sent to it."""
     claim = find_claim(claim_id)
-    controls = {c["measure"]: failing(c["check"]) for c in claim["preconditions"]}
-    records = {key: record(value) for key, value in controls.items()}
+    controls = [c for c in claim["preconditions"] if "measure" in c]
+    records = {c["measure"]: record(failing(c["check"])) for c in controls}
     records[claim["id"]] = record(passing(claim["check"]))
-    row = build_scorecard([_claims_file(tmp_path, records)], scale).set_index("claim_id")
+    settings = {c["config"]: passing(c["check"]) for c in claim["preconditions"] if "config" in c}
+    row = build_scorecard(
+        [_claims_file(tmp_path, records)], scale, settings=settings, testable=TESTABLE
+    ).set_index("claim_id")
     row = row.loc[claim["id"]]
-    assert row.verdict == NOT_TESTABLE and claim["testable_at"] in row.testable_at
-    tier = claim["testable_at"].partition(":")[0]
+    assert row.verdict == NOT_TESTABLE and TESTABLE[claim_id] in row.testable_at
+    tier = TESTABLE[claim_id].partition(":")[0]
     at_or_above = SCALES.index(tier) <= SCALES.index(scale)
-    assert row.testable_at.startswith("no tier the catalogue names") is at_or_above
+    assert row.testable_at.startswith("no tier of config/ above this one") is at_or_above
     assert f"testable at {row.testable_at}." in row.note
 
 
@@ -301,13 +345,16 @@ def test_a_value_undefined_at_this_scale_is_not_testable(tmp_path):
     undefined = Measured(float("nan"), "toy", "no layer beyond the bottom two", stats_none())
     path = _claims_file(tmp_path, {"S2.initial_tokens_beyond_bottom_two": undefined.record()})
     row = (
-        build_scorecard([path], "smoke")
+        build_scorecard([path], "smoke", testable=TESTABLE)
         .set_index("claim_id")
         .loc["S2.initial_tokens_beyond_bottom_two"]
     )
-    tier = find_claim("S2.initial_tokens_beyond_bottom_two")["testable_at"]
+    tier = TESTABLE["S2.initial_tokens_beyond_bottom_two"]
     assert row.verdict == NOT_TESTABLE and row.testable_at == tier
-    assert row.note == f"no value at this scale; testable at {tier}. no layer beyond the bottom two"
+    assert row.note == (
+        f"no value at this scale; testable at {tier}. no layer beyond the bottom two "
+        "null: no null in this test"
+    )
 
 
 def stats_none():
@@ -342,7 +389,8 @@ def entry(**changes):
             "direction": "the paper states only that a is large",
             "source": "Unifying View, Table 1",
         },
-        "testable_at": "paper: a longer run",
+        "null_case": "the head at initialisation",
+        "testable_at": {"runs": "a longer run", "where": {"toys.U1.train.steps": {"at_least": 9}}},
         "preconditions": [
             {
                 "measure": "U1.control",
@@ -413,8 +461,30 @@ ONE_SIDED_CHECK = {"kind": "greater_than", "value": 1, "source": "Unifying View,
             {"check": {**ONE_SIDED_CHECK, "source": "Table 1", "direction": "a is large"}},
             "U1.a: a `source` names the text it comes from first",
         ),
-        ({"testable_at": None}, "U1.a: `testable_at` must name the tier that would test"),
-        ({"testable_at": "laptop: more steps"}, "U1.a: `testable_at` must name the tier"),
+        ({"testable_at": None}, "U1.a: `testable_at` must say what the run that would test"),
+        ({"testable_at": "paper: more steps"}, "U1.a: `testable_at` must say what the run"),
+        ({"testable_at": {"runs": "more steps"}}, "U1.a: `testable_at.where` must name"),
+        (
+            {"testable_at": {"runs": "more", "where": {"a.b": {"above": 2}}}},
+            "U1.a: `testable_at.where` conditions are a value or one of",
+        ),
+        ({"null_case": None}, "U1.a: `null_case` is missing (a replication names the null"),
+        (
+            {
+                "preconditions": [
+                    {"check": {"kind": "at_least", "value": 1, "chosen": "c"}, "control": "events"}
+                ]
+            },  # fmt: skip
+            "U1.a, precondition on None: a control has exactly one of `measure` or `config`",
+        ),
+        (
+            {
+                "preconditions": [
+                    {**_control(kind="at_least", value=1, chosen="c")[0], "margin": {"value": 2}}
+                ]
+            },  # fmt: skip
+            "U1.a, precondition on 'U1.control', margin: `check` needs exactly one",
+        ),
         (
             {"ledger": [change(after=">= 1")]},
             "U1.a: the check is '> 1' but the ledger's last change leads to '>= 1'",
@@ -612,11 +682,125 @@ def test_s5_figure_takes_the_paper_value_from_the_catalogue(monkeypatch):
 
 def test_a_band_fails_a_value_beyond_it_on_either_side():
     """Where the paper gives a value the check is a band: a value above it fails as one below
-    it does (U1.mse_redirect: 26 % of the gain undone, 10 % either side)."""
+    it does (U1.mse_zero_sink_value: 1, 10 % either side)."""
+    check = find_claim("U1.mse_zero_sink_value")["check"]
+    assert describe_check(check) == "within 10 % of 1"
+    assert judge(check, 0.95, 1.05) is True
+    assert judge(check, 1.2, 1.5) is False and judge(check, 0.5, 0.8) is False
+
+
+def test_a_one_run_reference_is_judged_against_the_prediction_interval_of_one_run():
+    """U1.mse_redirect: the reference's one run (26 %) against where one more run of ours would
+    fall; an unbounded interval (too few runs) decides nothing."""
     check = find_claim("U1.mse_redirect")["check"]
-    assert describe_check(check) == "within 10 % of 26"
-    assert judge(check, 25.0, 27.0) is True
-    assert judge(check, 36.0, 97.0) is False and judge(check, 10.0, 20.0) is False
+    assert describe_check(check) == "one run's 95 % prediction interval covers 26"
+    assert judge(check, 5.0, 127.0) is True
+    assert judge(check, 35.0, 97.0) is False and judge(check, 1.0, 20.0) is False
+    assert judge(check, float("-inf"), float("inf")) is None
+
+
+VACUOUS = entry(
+    id="U1.v",
+    why="a row built to be vacuous: any model passes it",
+    check={"kind": "at_least", "value": 0.9, "chosen": "most"},
+    paper="qualitative",
+    preconditions=None,
+)
+
+
+def _nulled(value, null_value, null_interval=None):
+    null = Measured(null_value, "toy", "on the null", null_interval or exact(null_value))
+    return Measured(value, "toy", "measured", exact(value)).against(null, "null toy:").record()
+
+
+def test_a_replication_whose_null_passes_too_holds_by_construction(tmp_path, monkeypatch):
+    """A row whose statistic passes its check on the null as well is listed as a check that
+    holds by construction at this scale; one whose null fails, or has no value, stays a
+    replication; the null's value and interval are in the row."""
+    monkeypatch.setattr(scorecard, "load_claims", lambda: [copy.deepcopy(VACUOUS)])
+
+    def row(found):
+        path = _claims_file(tmp_path, {"U1.v": found})
+        return build_scorecard([path], "default").set_index("claim_id").loc["U1.v"]
+
+    vacuous = row(_nulled(1.0, 1.0))
+    assert vacuous.kind == "check" and vacuous.verdict == REPLICATED and vacuous.null_passes
+    assert vacuous.why.startswith("holds by construction at this scale: its statistic passes")
+    assert vacuous.null_value == 1.0 and vacuous.null_low == 1.0
+    assert "null: null toy: on the null" in vacuous.note
+    could_fail = row(_nulled(1.0, 0.1))
+    assert could_fail.kind == "replication" and could_fail.verdict == REPLICATED
+    assert not could_fail.null_passes and could_fail.null_value == 0.1
+    straddles = row(_nulled(1.0, 0.9, Interval(0.5, 1.0, 8, "bootstrap over windows")))
+    assert straddles.kind == "replication" and not straddles.null_passes
+    assert row(_nulled(1.0, float("nan"))).kind == "replication"
+    markdown = to_markdown(build_scorecard([_claims_file(tmp_path, {"U1.v": _nulled(1, 1)})],
+                                           "default"))  # fmt: skip
+    assert "1 whose null passes its check too holds by construction" in markdown
+
+
+def test_a_measured_replication_without_a_null_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(scorecard, "load_claims", lambda: [copy.deepcopy(VACUOUS)])
+    path = tmp_path / "claims.json"
+    path.write_text(json.dumps({"claims": {"U1.v": record(1.0)}}))
+    with pytest.raises(ValueError, match="U1.v is a replication, but its exhibit measured no"):
+        build_scorecard([path], "default")
+
+
+def test_a_null_that_lacks_a_controls_phenomenon_does_not_pass(tmp_path, monkeypatch):
+    """The null is judged as the row is: where a control measured on the null lacks its
+    phenomenon (an untrained model has no sink for the claim to be about), the null does not
+    pass although its value does."""
+    claim = entry(id="U1.v", check={"kind": "at_least", "value": 0.9, "chosen": "most"},
+                  paper="qualitative")  # fmt: skip
+    monkeypatch.setattr(scorecard, "load_claims", lambda: [claim])
+    records = {"U1.v": _nulled(1.0, 1.0), "U1.control": _nulled(2.0, 0.0)}
+    row = build_scorecard([_claims_file(tmp_path, records)], "default").iloc[0]
+    assert row.kind == "replication" and not row.null_passes and row.verdict == REPLICATED
+    records["U1.control"] = _nulled(2.0, 2.0)
+    row = build_scorecard([_claims_file(tmp_path, records)], "default").iloc[0]
+    assert row.kind == "check" and row.null_passes
+
+
+def test_a_one_sample_control_beyond_its_margin_lacks_the_phenomenon(tmp_path, monkeypatch):
+    """A control with no interval (one sample) is undecided near its bound but lacks the
+    phenomenon when its value lies beyond the bound by more than the catalogue's margin."""
+    control = {**_control(kind="at_most", value=5, chosen="converged")[0],
+               "margin": {"value": 10, "chosen": "twice the bound"}}  # fmt: skip
+    claim = entry(id="U1.v", check={"kind": "at_least", "value": 0.9, "chosen": "most"},
+                  paper="qualitative", preconditions=[control])  # fmt: skip
+    assert entry_errors(claim) == []
+    monkeypatch.setattr(scorecard, "load_claims", lambda: [claim])
+    one_sample = Interval(float("-inf"), float("inf"), 1, "seeds")
+
+    def verdict(control_value):
+        records = {"U1.v": record(1.0), "U1.control": record(control_value, interval=one_sample)}
+        return build_scorecard([_claims_file(tmp_path, records)], "default").iloc[0]
+
+    assert verdict(12.0).verdict == INCONCLUSIVE  # 7 beyond the bound: within the margin
+    far = verdict(33.0)
+    assert far.verdict == NOT_TESTABLE and "beyond its bound by more than the margin 10" in far.note
+
+
+def test_every_testable_at_resolves_to_a_tier_whose_config_would_test_it():
+    """Each claim's tier is the first of config/'s tiers that runs what its testable_at names
+    and passes its config controls; the named settings exist in that tier's config, and no
+    claim names a tier by hand."""
+    from sinkscope.tiers import get, tier_configs
+
+    configs = tier_configs(REPO)
+    for claim in load_claims():
+        if not claim.get("testable_at"):
+            continue
+        assert isinstance(claim["testable_at"], dict), claim["id"]
+        where = claim["testable_at"].get("where") or {}
+        named = TESTABLE[claim["id"]]
+        tier = named.partition(":")[0]
+        if tier in configs:
+            for key in where:
+                assert get(configs[tier], key) is not None, (claim["id"], key)
+        else:
+            assert named.startswith("no tier of config/"), claim["id"]
 
 
 @pytest.fixture
@@ -630,7 +814,8 @@ def marked(tmp_path, monkeypatch):
     def card(control):
         measured = {"U1.a": 3.0, "U1.control": control, "U1.b": -1.0, "S1.c": 0.83, "U1.llm.e": 2}
         path = _claims_file(tmp_path, {k: record(v) for k, v in measured.items()})
-        return build_scorecard([path], "default")
+        testable = {"U1.a": "paper: a longer run (config/paper.yaml)"}
+        return build_scorecard([path], "default", testable=testable)
 
     return card
 
@@ -660,7 +845,7 @@ def test_a_control_without_its_phenomenon_is_not_testable_in_every_view(marked):
     card = marked(control=0)
     row = card.set_index("claim_id").loc["U1.a"]
     assert row.verdict == NOT_TESTABLE and row.value == 3.0
-    assert row.testable_at == "paper: a longer run"
+    assert row.testable_at == "paper: a longer run (config/paper.yaml)"
     assert row.note.startswith("control: the run has events (U1.control >= 1) lacks it")
     markdown = to_markdown(card)
     assert "2 replications: 0 replicated, 1 replicated against a chosen threshold, 0 not " in (
@@ -668,7 +853,7 @@ def test_a_control_without_its_phenomenon_is_not_testable_in_every_view(marked):
     )
     assert "0 inconclusive at this scale, 1 not testable at this scale, 0 not run." in markdown
     assert (
-        "| 3, exact (n = 1) | toy | not testable at this scale | sourced | paper: a longer run |"
+        "| 3, exact (n = 1) | no value | toy | not testable at this scale | sourced | paper: a"
         in (markdown)
     )
     from matplotlib.colors import to_hex

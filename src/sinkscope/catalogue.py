@@ -218,8 +218,8 @@ def entry_errors(claim: dict[str, Any]) -> list[str]:
     errors += _threshold_errors(claim.get("check"), name)
     if claim.get("kind") in NULLED and not str(claim.get("null_case") or "").strip():
         errors.append(
-            f"{name}: `null_case` is missing (a {claim.get('kind')} names the null its statistic is "
-            f"also computed on, where the claim should not hold, and why)"
+            f"{name}: `null_case` is missing (a {claim.get('kind')} names the null its statistic "
+            f"is also computed on, where the claim should not hold, and why)"
         )
     for control in claim.get("preconditions") or []:
         subject = control.get("measure", control.get("config"))

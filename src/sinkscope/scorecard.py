@@ -229,6 +229,8 @@ def verdict(
     if decided is None:
         if claim["check"]["kind"] == "holds":
             return INCONCLUSIVE, f"the pattern holds in part of the resamples: {_interval(found)}."
+        if claim["check"]["kind"] == "covers":
+            return INCONCLUSIVE, f"too few runs for a prediction interval: {_interval(found)}."
         check = describe_check(claim["check"])
         return INCONCLUSIVE, f"the interval {_interval(found)} straddles {check}."
     return (REPLICATED, "") if decided else (NOT_REPLICATED, "")
@@ -356,7 +358,10 @@ def _table(part: pd.DataFrame, columns: list[str]) -> str:
             cells["value"] = bool(row.value)
         cells["measured"] = "" if pd.isna(row.value) else _measured(cells)
         null = {key: cells[f"null_{key}"] for key in ("value", "low", "high", "n", "basis")}
-        cells["null measured"] = "" if pd.isna(row.null_basis) else _measured(null)
+        cells["null measured"] = (
+            "" if pd.isna(row.null_basis) else "no value" if pd.isna(row.null_value)
+            else _measured(null)
+        )  # fmt: skip
         lines.append("| " + " | ".join(str(cells[c]).replace("|", "\\|") for c in columns) + " |")
     return "\n".join(lines) + "\n"
 

@@ -54,7 +54,7 @@ def testable_at(claim: dict[str, Any], configs: dict[str, dict[str, Any]]) -> st
     return f"{tier}: {named['runs']} (config/{tier}.yaml)"
 
 
-def testable_ats(root: str | Path) -> dict[str, str]:
+def claim_tiers(root: str | Path) -> dict[str, str]:
     """{claim id: the tier that would test it, in words} for every claim that names one."""
     configs = tier_configs(root)
     return {c["id"]: testable_at(c, configs) for c in load_claims() if c.get("testable_at")}

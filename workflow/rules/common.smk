@@ -11,7 +11,7 @@ from sinkscope.exhibits.registry import active, claimed, inputs_of, not_run
 from sinkscope.models.sources import NULL_SUFFIX, null_of, parent_of
 from sinkscope.codedigest import code_digest
 from sinkscope.run_cost import job_key
-from sinkscope.tiers import control_settings, testable_ats
+from sinkscope.tiers import control_settings, claim_tiers
 
 ENV = "../../envs/sinkscope.yaml"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"

@@ -21,7 +21,7 @@ rule scorecard:
         scale=config["scale"],
         not_run=not_run(PLAN),
         settings=control_settings(config),
-        testable=testable_ats(workflow.basedir),
+        testable=claim_tiers(workflow.basedir),
         code=code_of("scorecard.py"),
         catalogue=catalogue_digest(),
     log:

@@ -235,8 +235,8 @@ def _note(norms: pd.DataFrame, table: pd.DataFrame, recipe: dict[str, Any]) -> s
 def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
     """Log-log slopes over T of the least nuclear norm of W_QK for a sink and a diagonal pattern
     (orthonormal tokens, logit margin, copy-paste) and their difference, each with its spread over
-    sub-ranges of the T grid; and the control: the minima's largest deviation from their closed
-    forms, in %."""
+    sub-ranges of the T grid; the same difference under the Frobenius norm; and the control: the
+    minima's largest deviation from their closed forms, in %."""
     norms, recipe = tables["norms"], settings["recipe"]
     table = tables["slopes"].set_index(CURVE)
     sink = _curve(norms, (*CLAIMED, "sink", "W_QK", "nuclear"))
@@ -272,7 +272,28 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
         f"largest |minimum / closed form - 1| over the {len(both)} minima of the claims' two "
         f"curves (sink, diagonal): {excess:.2g} %"
     )
+    frobenius = {
+        pattern: _curve(norms, (*CLAIMED, pattern, "W_QK", "frobenius")).measured.to_numpy(float)
+        for pattern in cost.PATTERNS
+    }
+    frobenius_fits = subrange_slopes(t, frobenius["diagonal"]) - subrange_slopes(
+        t, frobenius["sink"]
+    )
+    frobenius_gap = loglog_slope(t, frobenius["diagonal"]) - loglog_slope(t, frobenius["sink"])
+    ratio = frobenius["diagonal"] / frobenius["sink"]
+    frobenius_note = (
+        f"T {int(t.min())}-{int(t.max())}, logit margin {recipe['margin']:g}, copy-paste: log-log "
+        f"slope of the least Frobenius norm of W_QK, sink "
+        f"{loglog_slope(t, frobenius['sink']):.3f}, diagonal "
+        f"{loglog_slope(t, frobenius['diagonal']):.3f}, diagonal minus sink {frobenius_gap:.3f} "
+        f"(over the sub-range fits {_spread(fit_spread(frobenius_fits))}); the diagonal's least "
+        f"Frobenius norm over the sink's, from T = {int(t.min())} to {int(t.max())}: "
+        f"{ratio.min():.3g} to {ratio.max():.3g}"
+    )
     return {
+        "D6.frobenius_gap": Measured(
+            frobenius_gap, model, frobenius_note, fit_spread(frobenius_fits)
+        ),
         "D6.sink_slope": Measured(sink_slope, model, note, spreads["sink"]),
         "D6.diagonal_slope": Measured(diagonal_slope, model, note, spreads["diagonal"]),
         "D6.exponent_gap": Measured(gap, model, note, spreads["gap"]),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalogue import find_claim
-from ..models.sources import parent_of
+from ..models.sources import null_of, parent_of
 from . import PAPERS
 from .plan import Plan
 
@@ -310,8 +310,13 @@ def _learned_sinks_models(plan: Plan) -> list[str]:
     return [name] if name in plan.models_of() else []
 
 
+def _learned_sinks_with_nulls(plan: Plan) -> list[str]:
+    """S1's model with learned sink logits and its null, if the model is among this scale's."""
+    return [name for m in _learned_sinks_models(plan) for name in (m, null_of(m))]
+
+
 def _learned_sinks_heads(plan: Plan) -> dict[str, list[str]]:
-    paths = [f"results/extract/{m}/heads.parquet" for m in _learned_sinks_models(plan)]
+    paths = [f"results/extract/{m}/heads.parquet" for m in _learned_sinks_with_nulls(plan)]
     return {"heads": paths} if paths else {}
 
 
@@ -325,7 +330,10 @@ EXHIBITS: dict[str, Exhibit] = {
             inputs=_learned_sinks_heads,
             table_settings={
                 "example": "exhibits.S1",
-                "learned_sinks_models": _learned_sinks_models,
+                "learned_sinks_models": _learned_sinks_with_nulls,
+            },
+            claim_settings={
+                "learned_sinks_model": lambda plan: next(iter(_learned_sinks_models(plan)), None)
             },
         ),
         _diagnostics(
@@ -408,7 +416,15 @@ EXHIBITS: dict[str, Exhibit] = {
         _toy(
             "U1",
             "conditional damping (NOP task)",
-            ("summary", "interventions", "curves", "attention", "profile", "examples"),
+            (
+                "summary",
+                "interventions",
+                "curves",
+                "attention",
+                "profile",
+                "examples",
+                "null_examples",
+            ),
             True,
             60,
         ),

@@ -5,15 +5,24 @@ near-zero scores; softmax over the scores alone, then with a sink logit prepende
 is zero (it is dropped after the softmax). Every value is a closed form of the example
 (softmax weights and a norm of fixed vectors), so its interval is exact, over the example's
 tokens.
+
+gpt-oss's learned sink logits: on a model of the run that has them (`learned_sinks_model`), the
+share of each head's attention its learned sink absorbs, from the extraction, and the claim that
+most heads use it as a sink (more than Gu et al.'s eps of their attention, bootstrapped over the
+inputs; its null: the model's copy with its weights drawn afresh). At every scale, the mechanism
+checked on a tiny GPT-OSS with random weights: the extraction's learned-sink share against the
+model's own eager attention (one minus its real keys' probabilities).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
-from ..stats import exact
-from . import Measured, read_tables, stack
+from ..metrics import SINK_RATE_EPS
+from ..stats import exact, undecided
+from . import Measured, against_null_model, read_tables, stack, with_nulls
 
 CONDITIONS = {"no sink": False, "sink logit": True}
 
@@ -27,7 +36,62 @@ def tables(inputs: dict, settings: dict) -> dict[str, pd.DataFrame]:
     heads = read_tables(inputs.get("heads", []), models)
     shares = {m: dx.learned_sink_shares(table) for m, table in heads.items()}
     learned = stack(shares) if shares else dx.learned_sink_shares(pd.DataFrame())
-    return {"sink_logit": _sink_logit_example(**example), "learned_sinks": learned}
+    per_input = {m: dx.per_input_heads(table, ["learned_sink_mass"]) for m, table in heads.items()}
+    return {
+        "sink_logit": _sink_logit_example(**example),
+        "learned_sinks": learned,
+        "learned_sinks_per_input": (
+            stack(per_input)
+            if per_input
+            else pd.DataFrame(columns=["model", "sample", "layer", "head", "learned_sink_mass"])
+        ),
+        "learned_sinks_check": _learned_sinks_check(example["seed"]),
+    }
+
+
+# the tiny GPT-OSS of the mechanism check (random weights; learned sink logits near SINK_LOGIT)
+TINY_GPT_OSS = {
+    "vocab_size": 64, "hidden_size": 32, "intermediate_size": 32, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "num_local_experts": 2,
+    "num_experts_per_tok": 1, "sliding_window": 8,
+    "layer_types": ["sliding_attention", "full_attention"],
+}  # fmt: skip
+CHECK_INPUTS, CHECK_TOKENS, SINK_LOGIT = 4, 24, 2.0
+
+
+def _learned_sinks_check(seed: int) -> pd.DataFrame:
+    """Per (input, layer, head) of a tiny GPT-OSS with random weights (seeded) and learned sink
+    logits drawn around `SINK_LOGIT`: the share of the head's attention its learned sink takes,
+    mean over the queries, as the extraction reads it (`extracted`) and as the model's own eager
+    attention gives it (`eager`: one minus the probabilities of its real keys)."""
+    import numpy as np
+    import torch
+    import transformers
+
+    from ..extract import Extractor
+
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    config = transformers.GptOssConfig(**TINY_GPT_OSS)
+    model = transformers.GptOssForCausalLM._from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            sinks = layer.self_attn.sinks
+            sinks.copy_(SINK_LOGIT + 0.5 * torch.randn(sinks.shape, generator=generator))
+        ids = torch.randint(config.vocab_size, (CHECK_INPUTS, CHECK_TOKENS), generator=generator)
+        eager = model(input_ids=ids, output_attentions=True).attentions
+    heads, _ = Extractor(model).run({"input_ids": ids}, np.arange(CHECK_INPUTS))
+    own = torch.stack([1 - probs.sum(-1).mean(-1) for probs in eager], 1)  # (inputs, layers, H)
+    heads = heads.sort_values(["sample", "layer", "head"])
+    return pd.DataFrame(
+        {
+            "sample": heads["sample"].to_numpy(),
+            "layer": heads.layer.to_numpy(),
+            "head": heads["head"].to_numpy(),
+            "extracted": heads.learned_sink_mass.to_numpy(),
+            "eager": own.double().numpy().reshape(-1),
+        }
+    )
 
 
 def _sink_logit_example(
@@ -89,10 +153,66 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
             f"output norm {with_sink:.4f} with the sink vs {without:.4f} without",
         ),
     }
-    return {
+    found = {
         claim: Measured(value, model, note, exact(value, n_tokens))
         for claim, (value, note) in notes.items()
     }
+    return found | _mechanism(tables["learned_sinks_check"]) | learned_sinks(tables, settings)
+
+
+def _mechanism(check: pd.DataFrame) -> dict[str, Measured]:
+    """The extraction's learned-sink share on the tiny GPT-OSS against the model's own."""
+    gap = float((check.extracted - check.eager).abs().max())
+    note = (
+        f"largest |extracted - eager| learned-sink share over {len(check)} (input, layer, head) "
+        f"of a tiny GPT-OSS with random weights: {gap:.2g}; the shares range "
+        f"{check.eager.min():.3f}-{check.eager.max():.3f}"
+    )
+    model = "tiny GPT-OSS, random weights"
+    return {"S1.learned_sinks_read_exactly": Measured(gap, model, note, exact(gap, len(check)))}
+
+
+def heads_absorbing(shares: np.ndarray) -> float:
+    """% of heads (columns) whose learned sink takes more than Gu et al.'s eps of their
+    attention, mean over the inputs (rows); NaN without heads."""
+    if not shares.shape[1]:
+        return float("nan")
+    return float(100 * (np.nanmean(shares, 0) > SINK_RATE_EPS).mean())
+
+
+def learned_sinks(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
+    """gpt-oss's claim on the model with learned sink logits (and its null), and its control,
+    the heads with learned sinks; no value where the run has no such model."""
+    model = settings.get("learned_sinks_model")
+    per_input = tables["learned_sinks_per_input"]
+
+    def measure(name: str) -> dict[str, Measured]:
+        part = per_input[per_input.model == name]
+        if part.empty:
+            note = "this run reads no model with learned sink logits (none named, or none read)"
+            nothing = undecided(0, "bootstrap over inputs")
+            return {
+                "S1.learned_sinks_absorb": Measured(float("nan"), name, note, nothing),
+                "S1.learned_sink_heads": Measured(0, name, note, exact(0)),
+            }
+        shares = dx.grid(part, ["sample", "layer", "head"], "learned_sink_mass")
+        shares = shares.reshape(len(shares), -1)
+        value, interval = dx.over_inputs(heads_absorbing, shares, unit="inputs")
+        means = np.nanmean(shares, 0)
+        note = (
+            f"{int((means > SINK_RATE_EPS).sum())} of {len(means)} heads' learned sinks take more "
+            f"than {SINK_RATE_EPS:g} of their attention (mean over {len(shares)} inputs); median "
+            f"share {np.median(means):.3f}, highest {means.max():.3f}"
+        )
+        heads = int(np.isfinite(means).sum())
+        return {
+            "S1.learned_sinks_absorb": Measured(value, name, note, interval),
+            "S1.learned_sink_heads": Measured(heads, name, f"{heads} heads", exact(heads)),
+        }
+
+    if model is None:
+        return with_nulls(measure("no model"), measure("no model"), "no model:")
+    return against_null_model(measure, model)
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):

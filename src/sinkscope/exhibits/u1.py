@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..stats import exact, over_seeds
+from ..stats import exact, over_seeds, prediction, undecided
 from ..toys.curves import convergence, late_change
-from . import Measured
+from . import Measured, Null
 
 if TYPE_CHECKING:
     from ..toys.model import ToyConfig
@@ -91,7 +91,7 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
     cfg = model_config(recipe)
     tcfg = TrainConfig(**recipe["train"])
     first = Seeds(**recipe["seeds"])
-    summary, curves, examples, interventions = [], [], [], []
+    summary, curves, examples, interventions, null_examples = [], [], [], [], []
     for replicate, gamma, p in _runs(recipe):
         seeds = first.replicate(replicate)
         task = NopTask(
@@ -129,6 +129,10 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
         if not main:
             continue
         examples.append(res["examples"].rename_axis("example").reset_index().assign(**run))
+        untrained = analyse(build(cfg, seeds.init), task, seeds.eval, recipe["n_eval"])
+        null_examples.append(
+            untrained["examples"].rename_axis("example").reset_index().assign(**run)
+        )
         interventions.append(table.assign(replicate=replicate))
         if replicate == 0:
             attn = res["attn_sample"]
@@ -167,6 +171,7 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
         "attention": attention,
         "profile": profile,
         "examples": pd.concat(examples, ignore_index=True),
+        "null_examples": pd.concat(null_examples, ignore_index=True),
     }
 
 
@@ -204,15 +209,57 @@ def _listed(values, digits: str = ".3g") -> str:
     return ", ".join(f"{v:{digits}}" for v in values)
 
 
+def gain_undone(mse: pd.Series, baseline: pd.Series, null: pd.Series) -> pd.Series:
+    """% of a head's gain over a head that adds nothing that an intervention undoes,
+    (MSE - baseline) / (null - baseline); NaN for a head with no gain (baseline >= null), which
+    has nothing to undo."""
+    gain = null - baseline
+    return (100 * (mse - baseline) / gain).where(gain > 0)
+
+
+def statistics(reps: pd.DataFrame, peak: pd.Series) -> dict[str, pd.Series]:
+    """Each claim's value per replicate, from the per-replicate measurements (`per_replicate`,
+    joined with the LayerNorm floors) and the heads' QK spectral peaks."""
+    baseline, null = reps["mse baseline"], reps["mse null"]
+    found = {
+        "U1.nop_sink_mass": reps.nop_mass,
+        "U1.nop_routed_to_sink": reps.nop_mass - reps.damped_mass,
+        "U1.sink_value_ratio": reps.value_ratio,
+        "U1.qk_spectral_peak": peak.reindex(reps.index),
+        "U1.mse_baseline": baseline / reps.mse_floor,
+        "U1.redirect_breaks_task": reps["mse redirect sink attention"] / baseline,
+    }
+    found |= {cid: reps[f"mse {name}"] / baseline for cid, name in UNCHANGED.items()}
+    found |= {cid: gain_undone(reps[f"mse {name}"], baseline, null) for cid, name in BREAKS.items()}
+    return found
+
+
+ONE_RUN = ("U1.nop_routed_to_sink", "U1.mse_redirect")  # judged against the paper's one run
+
+
+def summarised(values: pd.Series, one_run: bool) -> tuple[float, Any]:
+    """The mean over the replicates with a defined value, and its interval: the prediction
+    interval of one run where the paper's value is one run's (`ONE_RUN`), else the t-interval of
+    the mean."""
+    finite = values.to_numpy(float)
+    finite = finite[np.isfinite(finite)]
+    if not len(finite):
+        return float("nan"), undecided(0, UNIT)
+    return float(finite.mean()), (prediction if one_run else over_seeds)(finite, UNIT)
+
+
 def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
     """The claims as means over the replicates of the main setting with their t-intervals (the
-    donor sink value's check: the largest change over the replicates, exact); the notes give the
-    per-replicate values, the absolute MSEs, the LayerNorm floors, the training curves and the
-    sweep."""
+    rows whose paper value is one run's: the prediction interval of one run; the donor sink
+    value's check: the largest change over the replicates, exact), each against the same
+    statistic of the heads at their initialisation (the null); the notes give the per-replicate
+    values, the absolute MSEs, the LayerNorm floors, the training curves and the sweep."""
     summary, curves = tables["summary"], tables["curves"]
     main = summary[summary["main"]].set_index("replicate").sort_index()
     sweep = summary[~summary["main"]]
-    reps = per_replicate(tables["examples"]).join(main[["mse_floor", "gate_mean_component"]])
+    floors = main[["mse_floor", "gate_mean_component"]]
+    reps = per_replicate(tables["examples"]).join(floors)
+    untrained = per_replicate(tables["null_examples"]).join(floors)
     n = len(reps)
     run = (
         f"gamma={main['gamma'].iloc[0]}, p={main['p'].iloc[0]} "
@@ -220,20 +267,22 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
         f"{int(reps.n_sequences.iloc[0])} evaluation sequences"
     )
     model = _model(settings["recipe"])
+    values = statistics(reps, main.spectral_peak)
+    nulls = statistics(untrained, main.init_spectral_peak)
 
-    def measured(values, what: str, note: str, digits: str = ".3g") -> Measured:
-        """The mean over the replicates with its t-interval; the note lists the values."""
-        values = np.asarray(values, dtype=float)
-        return Measured(
-            float(values.mean()),
-            model,
-            f"{run}; {what} per replicate: {_listed(values, digits)}; {note}",
-            over_seeds(values, UNIT),
+    def measured(cid: str, what: str, note: str, digits: str = ".3g") -> Measured:
+        """The claim's mean over the replicates with its interval, against the untrained heads';
+        the notes list the values."""
+        value, interval = summarised(values[cid], cid in ONE_RUN)
+        null, null_interval = summarised(nulls[cid], cid in ONE_RUN)
+        listed = f"{what} per replicate: {_listed(values[cid], digits)}"
+        null_note = f"{what} of the untrained heads per replicate: {_listed(nulls[cid], digits)}"
+        return Measured(value, model, f"{run}; {listed}; {note}", interval).against(
+            Null(null, null_note, null_interval)
         )
 
     baseline = reps["mse baseline"]
     absolute = f"baseline MSE per replicate {_listed(baseline, '.4f')}"
-    routing = reps.nop_mass - reps.damped_mass
     sweep_routing = "".join(
         f"; gamma={r.gamma}, p={r.p}: sink attention of NOP queries {r.bos_mass_nop:.3f}, of "
         f"non-NOP queries {r.bos_mass_damped:.3f}, value-norm ratio {r.value_ratio:.3f}, "
@@ -242,30 +291,30 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
     )
     found = {
         "U1.nop_sink_mass": measured(
-            reps.nop_mass,
+            "U1.nop_sink_mass",
             "mean sink attention of the NOP queries",
             f"of the non-NOP queries {_listed(reps.damped_mass)}",
         ),
         "U1.nop_routed_to_sink": measured(
-            routing,
+            "U1.nop_routed_to_sink",
             "sink attention of NOP minus non-NOP queries",
             f"NOP queries {_listed(reps.nop_mass)}, non-NOP queries "
             f"{_listed(reps.damped_mass)}; relaxed sink-event share "
             f"{_listed(main.sink_event_share, '.2f')}" + sweep_routing,
         ),
         "U1.sink_value_ratio": measured(
-            reps.value_ratio,
+            "U1.sink_value_ratio",
             "value-norm ratio ||W_O v_sink|| / mean_j ||W_O v_j||",
             f"||W_O v_sink|| {_listed(reps.sink_value_norm, '.4g')}, mean over the other "
             f"tokens {_listed(reps.other_value_norm, '.4g')}",
         ),
         "U1.qk_spectral_peak": measured(
-            main.spectral_peak,
+            "U1.qk_spectral_peak",
             "sigma_1 / sigma_2 of W_Q W_K^T",
-            f"the same heads at initialisation {_listed(main.init_spectral_peak)}",
+            "the null: the same heads before training",
         ),
         "U1.mse_baseline": measured(
-            baseline / reps.mse_floor,
+            "U1.mse_baseline",
             "baseline MSE / least MSE of a head reading the LayerNorm-normalised tokens "
             "(no positions) on the replicate's draw of v",
             f"{absolute}, floor {_listed(reps.mse_floor, '.4f')} (LayerNorm drops each token's "
@@ -287,13 +336,12 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
 
     for cid, name in UNCHANGED.items():
         found[cid] = measured(
-            reps[f"mse {name}"] / baseline,
+            cid,
             f"{name} / baseline MSE",
             f"{absolute}; {changes(name)}; ||W_O v_sink|| {_listed(reps.sink_value_norm, '.4g')}",
             ".4f",
         )
     for cid, name in BREAKS.items():
-        undone = 100 * (reps[f"mse {name}"] - baseline) / (reps["mse null"] - baseline)
         note = (
             f"{name} / baseline MSE {_listed(reps[f'mse {name}'] / baseline)}; {name} MSE "
             f"{_listed(reps[f'mse {name}'], '.4f')}, {absolute}, MSE of a head that adds "
@@ -302,10 +350,16 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
         if name == "redirect sink attention":
             note += (
                 f"; NOP queries' sink attention {_listed(reps.nop_mass)}, of their attention "
-                f"off the sink on themselves {_listed(main.self_share_nop)}"
+                f"off the sink on themselves {_listed(main.self_share_nop)}; "
+                + draw_explains(values[cid], reps.gate_mean_component)
             )
         what = f"% of the head's gain over a head that adds nothing undone by the {name}"
-        found[cid] = measured(undone, what, note)
+        found[cid] = measured(cid, what, note)
+    found["U1.redirect_breaks_task"] = measured(
+        "U1.redirect_breaks_task",
+        "redirect sink attention / baseline MSE",
+        f"{absolute}; redirect MSE {_listed(reps['mse redirect sink attention'], '.4f')}",
+    )
     donor = reps.donor_rms_change
     found["U1.mse_donor_sink_value"] = Measured(
         float(donor.max()),
@@ -325,6 +379,22 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
         fall, model, f"{run}; {fall_note}; eval MSE over the last fifth: {ends}", fall_interval
     )
     return found
+
+
+def draw_explains(values: pd.Series, component: pd.Series) -> str:
+    """How far the draw of the gate direction v explains the replicates' spread of a value: its
+    Spearman correlation over the replicates with |<v, 1>| / sqrt(d), and the values of the
+    replicates whose |<v, 1>| / sqrt(d) is below the median."""
+    both = pd.DataFrame({"value": values, "c": component.abs()}).dropna()
+    if len(both) < 3:
+        return f"|<v, 1>|/sqrt(d) per replicate {_listed(both.c)}"
+    rho = both.value.rank().corr(both.c.rank())
+    low = both[both.c <= both.c.median()]
+    return (
+        f"Spearman rho over the replicates between |<v, 1>|/sqrt(d) and the value {rho:+.2f}; "
+        f"the replicates with |<v, 1>|/sqrt(d) <= {both.c.median():.3f} give "
+        f"{_listed(low.value)}"
+    )
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):

@@ -116,8 +116,6 @@ def measure(
         f"nop_per_{per}": rate(counts[..., NOP].sum(), "NOP sink events"),
         f"broadcast_per_{per}": rate(counts[..., BROADCAST].sum(), "Broadcast sink events"),
     }
-    if target.prefix:  # the two claims below are the paper's on ViTs, not extended to LLMs
-        return found
     over = {"unit": target.independent, "clusters": clusters}
     value, interval = dx.over_inputs(two_regimes, counts, **over)
     total = counts.sum()

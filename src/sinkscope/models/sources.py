@@ -255,4 +255,5 @@ def materialise_null(
         "pin": {"null_of": parent["name"], "seed": seed, "weights_of": parent["weights_sha256"]},
         **{key: parent[key] for key in ARCHITECTURE_KEYS if key in parent},
     }
-    return write_cache(cache_dir, model, manifest, provenance=provenance)
+    dtype = parent.get("compute_dtype", "float32")
+    return write_cache(cache_dir, model, manifest, provenance=provenance, dtype=dtype)
