@@ -249,3 +249,15 @@ def test_rank_share_of_token_matrices():
 )
 def test_strict_half_space_is_decided_by_the_convex_hull(points, expected):
     assert metrics.in_strict_half_space(np.array(points)) is expected
+
+
+def test_prefix_first_mass_is_the_first_tokens_share_in_a_short_sentence():
+    """Under causal attention the first `length` queries see only the first `length` keys: the
+    first token's column mass over them is its share in a sentence of that many tokens, whatever
+    later queries do; bidirectional attention has no such prefix."""
+    attn = uniform_causal(6)
+    attn[3:] = one_hot_causal(6)[3:]  # later queries all on the first token
+    short = metrics.prefix_first_mass(attn, metrics.causal_mask(6), 3)
+    assert short.item() == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)
+    full = torch.ones(6, 6, dtype=torch.bool)
+    assert math.isnan(metrics.prefix_first_mass(torch.full((6, 6), 1 / 6), full, 3).item())

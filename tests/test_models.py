@@ -532,3 +532,30 @@ def test_use_kernel_keeps_eager_where_the_architecture_has_no_sdpa():
     assert use_kernel(mpt, "sdpa") == "eager" == mpt.config._attn_implementation
     assert use_kernel(llama, "sdpa") == "sdpa" == llama.config._attn_implementation
     assert use_kernel(llama, "eager") == "eager"
+
+
+def test_a_models_null_keeps_its_architecture_and_draws_its_weights_afresh(cached_tiny):
+    """`<model>@init`: the same architecture, config and inputs' preprocessing, every weight
+    drawn afresh under its seed (reproducibly), with the parent named in its pin."""
+    from sinkscope.models.sources import materialise_null, null_of, parent_of
+
+    assert (
+        null_of("tiny-llama") == "tiny-llama@init" and parent_of("tiny-llama@init") == "tiny-llama"
+    )
+    null_dir = cached_tiny.parent / null_of("tiny-llama")
+    manifest = materialise_null(cached_tiny, null_dir, seed=3)
+    parent = read_manifest(cached_tiny)
+    assert manifest["name"] == "tiny-llama@init" and manifest["source"] == "null"
+    assert manifest["pin"] == {"null_of": "tiny-llama", "seed": 3,
+                               "weights_of": parent["weights_sha256"]}  # fmt: skip
+    assert manifest["architecture"] == parent["architecture"]
+    assert manifest["parameters"] == parent["parameters"]
+    model, _ = load_model(null_dir)
+    trained, _ = load_model(cached_tiny)
+    assert model.config.to_diff_dict() | {"_name_or_path": ""} == trained.config.to_diff_dict() | {
+        "_name_or_path": ""
+    }
+    pairs = zip(model.state_dict().values(), trained.state_dict().values(), strict=True)
+    assert any(not torch.equal(a, b) for a, b in pairs)
+    again = materialise_null(cached_tiny, cached_tiny.parent / "again", seed=3)
+    assert again["weights_sha256"] == manifest["weights_sha256"]

@@ -76,3 +76,20 @@ def test_a_claim_model_outside_the_exhibit_is_not_run_never_substituted(default_
     streamed = {**default_config["streaming"]["ppl"], "models": ["gemma3-270m"]}
     config = {**default_config, "streaming": {**default_config["streaming"], "ppl": streamed}}
     assert "streaming.ppl.claim_models.S3" in not_run(Plan(config))["S3"]
+
+
+def test_the_diagnostics_run_on_each_claim_models_null(default_config):
+    """Every diagnostics exhibit reads the nulls of the claim models it judges (a null reads its
+    parent's inputs); a null takes its parent's registry entry."""
+    plan = Plan(default_config)
+    roles = default_config["diagnostics"]["claim_models"]
+    assert plan.nulls() == [f"{roles[r]}@init" for r in ("text", "bos", "image", "registers")]
+    assert plan.entry("smollm2-135m@init") == plan.entry("smollm2-135m")
+    for exhibit, role in (("S2", "bos"), ("D1", "bos"), ("D3", "text"), ("U6", "registers")):
+        models = EXHIBITS[exhibit].settings(plan, "tables")["models"]
+        assert f"{roles[role]}@init" in models, exhibit
+    u5 = EXHIBITS["U5"].settings(plan, "tables")["models"]
+    assert {f"{roles['image']}@init", f"{roles['text']}@init"} <= set(u5)
+    units = EXHIBITS["U5"].inputs(plan)["units"]
+    assert "resources/data/smollm2-135m.parquet" in units
+    assert "resources/data/smollm2-135m@init.parquet" not in units

@@ -169,3 +169,17 @@ def test_loglog_at_evaluates_the_fitted_power_law():
     assert stats.loglog_at(x, 0.01 * x, 4096) == pytest.approx(40.96)  # y = 0.01 x
     assert stats.loglog_at(x, 3 * np.sqrt(x), 16) == pytest.approx(12.0)  # y = 3 x^0.5
     assert np.isnan(stats.loglog_at([8, 8], [1, 2], 16))
+
+
+def test_prediction_interval_of_one_run_is_wider_than_the_means():
+    """mean +- t(n - 1) s sqrt(1 + 1/n): where one more run would fall, which a paper's single
+    run is compared with; one run gives none."""
+    values = [35.0, 45.0, 66.0, 88.0, 97.0]
+    interval = stats.prediction(values)
+    half = 2.776445 * np.std(values, ddof=1) * np.sqrt(1 + 1 / 5)  # t(0.975, 4 df)
+    assert interval.low == pytest.approx(np.mean(values) - half, rel=1e-5)
+    assert interval.high == pytest.approx(np.mean(values) + half, rel=1e-5)
+    mean = stats.over_seeds(values)
+    assert interval.high - interval.low > 2 * (mean.high - mean.low)
+    assert interval.describe().endswith("(95 % prediction interval of one run, from 5 replicates)")
+    assert stats.prediction([0.7]).low == -np.inf

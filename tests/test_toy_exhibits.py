@@ -4,6 +4,8 @@ claims of U1, U2, D4 and D5 on crafted tables on both sides of each threshold.""
 
 from __future__ import annotations
 
+import json
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -43,14 +45,14 @@ def test_tables_claims_and_figure(exhibit, smoke_config, tmp_path, one_thread):
 
     measured = toy.claims(tables, entry.settings(plan, "claims"))
     own = [c for c in load_claims() if c["exhibit"] == exhibit]
-    controls = {p["measure"] for c in own for p in c.get("preconditions", [])}
+    controls = {p.get("measure", "") for c in own for p in c.get("preconditions", [])}
     expected = {c["id"] for c in own} | {m for m in controls if m.startswith(f"{exhibit}.")}
     assert set(measured) == expected
     for claim, found in measured.items():
         assert type(found.value) in (float, bool), claim
         assert found.model and found.note, claim
         assert isinstance(found.interval, Interval), claim
-        if exhibit in ("U1", "U2", "D4", "D5"):
+        if exhibit in ("U1", "U2", "D4", "D5") and not np.isnan(found.value):  # NaN: undefined
             assert found.interval.low <= found.value <= found.interval.high, claim
 
     fig = toy.figure(tables, entry.settings(plan, "figure"))
@@ -72,7 +74,8 @@ def test_toy_verdicts_do_not_depend_on_the_cpus_bfloat16(
         assert set(tables["curves"].precision) == {"float32"}
         found = u1.claims(tables, entry.settings(plan, "claims"))
         records.append({claim: m.record() for claim, m in found.items()})
-    assert records[0] == records[1]
+    same = [json.dumps(record, sort_keys=True) for record in records]  # NaN equal to NaN
+    assert same[0] == same[1]
 
 
 # --- crafted tables on both sides of each claim's threshold -------------------------------------
@@ -107,6 +110,16 @@ U1_PAPER = {  # App. A.3, Table 2; the MSE of a head that adds nothing is p = 0.
     "peak": 5.0,
     "donor_change": 0.0,
 }
+U1_UNTRAINED = {  # heads at initialisation: attention spread, no gain over adding nothing
+    "mse": (0.6, 0.6, 0.6, 0.62, 0.61),
+    "null": 0.5,
+    "floor": 0.015,
+    "nop_mass": 0.03,
+    "damped_mass": 0.03,
+    "ratio": 1.0,
+    "peak": 1.1,
+    "donor_change": 0.0,
+}
 U1_BROKEN = {
     "mse": (0.1, 0.15, 0.1, 0.12, 0.11),
     "null": 0.5,
@@ -119,16 +132,19 @@ U1_BROKEN = {
 }
 
 
-def _u1_tables(values: dict, replicates: int = 5, n: int = 60) -> dict[str, pd.DataFrame]:
+def _u1_tables(
+    values: dict, replicates: int = 5, n: int = 60, untrained: dict | None = None
+) -> dict[str, pd.DataFrame]:
     """Tables of `replicates` runs of the main setting whose per-sequence values scatter by 1 %
-    around `values` (a dict like U1_PAPER)."""
+    around `values` (a dict like U1_PAPER), the untrained heads' around `untrained` (default
+    U1_UNTRAINED)."""
     rng = np.random.default_rng(0)
-    examples, summary, interventions, curves = [], [], [], []
-    for replicate in range(replicates):
+    examples, summary, interventions, curves, nulls = [], [], [], [], []
 
-        def jitter(value, size=n):
-            return value * (1 + 0.01 * rng.standard_normal(size))
+    def jitter(value, size=n):
+        return value * (1 + 0.01 * rng.standard_normal(size))
 
+    def examples_of(values: dict) -> pd.DataFrame:
         n_nop = rng.integers(10, 22, n)
         n_damped = 31 - n_nop
         ex = pd.DataFrame(
@@ -158,8 +174,13 @@ def _u1_tables(values: dict, replicates: int = 5, n: int = 60) -> dict[str, pd.D
         )
         ex["dsq_nop donor sink value"] = n_nop * values["donor_change"] ** 2
         ex["dsq_damped donor sink value"] = n_damped * values["donor_change"] ** 2
+        return ex
+
+    for replicate in range(replicates):
+        ex = examples_of(values)
         run = {"replicate": replicate, "gamma": 0.0, "p": 0.5}
         examples.append(ex.assign(**run))
+        nulls.append(examples_of(untrained or U1_UNTRAINED).assign(**run))
         interventions.append(intervention_table(ex).assign(replicate=replicate))
         summary.append(
             {
@@ -189,6 +210,7 @@ def _u1_tables(values: dict, replicates: int = 5, n: int = 60) -> dict[str, pd.D
         "attention": pd.DataFrame(),
         "profile": profile,
         "examples": pd.concat(examples, ignore_index=True),
+        "null_examples": pd.concat(nulls, ignore_index=True),
     }
 
 
@@ -230,8 +252,20 @@ def test_u1_claims_on_both_sides_of_their_thresholds():
     mass = controls["U1.nop_sink_mass"]
     assert mass.value == pytest.approx(reps.nop_mass.mean()) and mass.interval.n == 5
     for claim, m in found.items():  # means over the replicates, t-intervals over them
-        if claim != "U1.mse_donor_sink_value":
+        if claim in u1.ONE_RUN:  # the paper's one run: where one run of ours would fall
+            assert (m.interval.basis, m.interval.n) == ("prediction over replicates", 5), claim
+        elif claim != "U1.mse_donor_sink_value":
             assert (m.interval.basis, m.interval.n) == ("replicates", 5), claim
+    # the untrained heads, each claim's null: no routing, an ordinary sink value, no gain
+    assert found["U1.sink_value_ratio"].null.value == pytest.approx(1.0, rel=0.01)
+    assert found["U1.nop_routed_to_sink"].null.value == pytest.approx(0.0, abs=0.01)
+    assert found["U1.qk_spectral_peak"].null.value == pytest.approx(1.1)
+    assert np.isnan(found["U1.mse_redirect"].null.value)  # no gain to undo
+    assert found["U1.redirect_breaks_task"].value == pytest.approx(0.144 / 0.0187, rel=0.02)
+    assert found["U1.redirect_breaks_task"].null.value == pytest.approx(0.61 / 0.6, rel=0.02)
+    nulls = {claim: m.null for claim, m in found.items() if m.null and np.isfinite(m.null.value)}
+    replications = [c for c in nulls if CATALOGUE[c]["kind"] == "replication"]
+    assert replications and all(_verdict(c, nulls[c]) is not True for c in replications)
     zero = found["U1.mse_zero_sink_value"]
     ratios = reps["mse zero sink value"] / reps["mse baseline"]
     assert zero.value == pytest.approx(ratios.mean())
@@ -246,7 +280,9 @@ def test_u1_claims_on_both_sides_of_their_thresholds():
     assert (donor.value, donor.interval.basis, donor.interval.n) == (0.0, "exact", 5)
     routing = found["U1.nop_routed_to_sink"]
     assert routing.value == pytest.approx((reps.nop_mass - reps.damped_mass).mean())
-    assert "the same heads at initialisation 1.1, 1.1" in found["U1.qk_spectral_peak"].note
+    assert (
+        "of the untrained heads per replicate: 1.1, 1.1" in found["U1.qk_spectral_peak"].null.note
+    )
     assert f"floor {floors.iloc[0]:.4f}, " in found["U1.mse_baseline"].note
 
     found = u1.claims(_u1_tables(U1_BROKEN), U1_SETTINGS)
@@ -272,7 +308,7 @@ def test_u1_claims_wait_for_a_sink_the_nop_queries_attend_to():
     guarded = {c for c in CATALOGUE if "U1.nop_sink_mass" in _measures(c)}
     assert guarded == {
         "U1.sink_value_ratio", "U1.qk_spectral_peak", "U1.mse_zero_sink_value",
-        "U1.mse_donor_non_sink_value", "U1.mse_redirect",
+        "U1.mse_donor_non_sink_value", "U1.mse_redirect", "U1.redirect_breaks_task",
     }  # fmt: skip
     for claim in guarded:
         judged, reason = unrouted[claim]
@@ -315,8 +351,11 @@ def test_u1_ratio_claims_on_a_tiny_run(smoke_config, tmp_path, one_thread):
     )
     zero = by_run.loc["zero sink value"].mse_over_baseline
     assert found["U1.mse_zero_sink_value"].value == pytest.approx(zero.mean())
-    for claim, name in u1.BREAKS.items():
-        assert found[claim].value == pytest.approx(by_run.loc[name].gain_undone.mean())
+    reps = u1.per_replicate(tables["examples"])
+    for claim, name in u1.BREAKS.items():  # a head with no gain has nothing to undo: NaN
+        undone = u1.gain_undone(reps[f"mse {name}"], reps["mse baseline"], reps["mse null"])
+        expected = undone.mean() if undone.notna().any() else float("nan")
+        assert found[claim].value == pytest.approx(expected, nan_ok=True)
     assert (by_run.loc["donor sink value"].mse_over_baseline == 1.0).all()
     assert found["U1.mse_donor_sink_value"].value == 0.0
     summary = tables["summary"].set_index("replicate")
@@ -325,7 +364,7 @@ def test_u1_ratio_claims_on_a_tiny_run(smoke_config, tmp_path, one_thread):
 
 
 def _measures(claim: str) -> set[str]:
-    return {p["measure"] for p in CATALOGUE[claim].get("preconditions", [])}
+    return {p.get("measure") for p in CATALOGUE[claim].get("preconditions", [])}
 
 
 def _u2_layers(mse, inflow, srank, ratio, seeds=5, hub_first=True, other=(2.0, 0.3)):

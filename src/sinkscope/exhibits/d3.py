@@ -240,10 +240,16 @@ choosing them again): at least one. Without sink heads nothing is made uniform, 
 counted head is a sink head there are no other heads to compare with; either way the claim has no
 value at this scale.
 
-Claim 3, `D3.mixing_rarely_counteracted`: the % of the heads of layers >= 1 whose mean change of
-token similarity over the windows is negative, i.e. whose update, W_VO and the skip connection
-included, makes the tokens less alike instead of mixing them; below 25 (chosen: "rarely" read as
-at most one head in four), bootstrapped over the windows.
+Claim 3, `D3.mixing_rarely_counteracted`: of the heads of layers >= 1, the share of their change
+of token similarity, by magnitude, that lowers it: the summed |mean change over the windows| of
+the heads whose mean change is negative (whose update, W_VO and the skip connection included,
+makes the tokens less alike instead of mixing them) over the summed |mean change| of every head;
+below 25 % (chosen: "rarely" read as at most a quarter), bootstrapped over the windows. Weighed
+by magnitude, a head whose change is noise about zero counts next to nothing, where a count of
+signs would count it as a coin flip; the note gives the count as well.
+
+Every claim is also measured on the text claim model's null, the same architecture with its
+weights drawn afresh (`<model>@init`, on the first `diagnostics.nulls.inputs` windows).
 """
 
 CAPTION = r"""

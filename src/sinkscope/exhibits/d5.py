@@ -19,7 +19,7 @@ import pandas as pd
 from .. import metrics
 from ..stats import Interval, share
 from ..toys.curves import late_slope, solved
-from . import Measured
+from . import Measured, Null
 
 if TYPE_CHECKING:
     from ..toys.model import ToyConfig
@@ -39,11 +39,12 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
     import torch  # here, not at the top: the claims and figure jobs load no torch
 
     from ..toys.analysis import switch_stats
+    from ..toys.model import build
     from ..toys.tasks import SwitchTask
     from ..toys.train import Seeds, TrainConfig, fit
 
     recipe = settings["recipe"]
-    rows, curves = [], []
+    rows, curves, untrained = [], [], []
     grid = itertools.product(
         recipe["lengths"], recipe["widths"], recipe["weight_decays"], range(recipe["n_seeds"])
     )
@@ -65,8 +66,14 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
         )
         setting = {"T": length, "width": width, "weight_decay": wd, "seed": seed}
         rows.append({**setting, **switch_stats(model, task, seeds.eval, recipe["n_eval"])})
+        null = switch_stats(build(cfg, seeds.init), task, seeds.eval, recipe["n_eval"])
+        untrained.append({**setting, **null})
         curves.append(curve.assign(**setting))
-    return {"runs": pd.DataFrame(rows), "curves": pd.concat(curves)}
+    return {
+        "runs": pd.DataFrame(rows),
+        "curves": pd.concat(curves),
+        "null_runs": pd.DataFrame(untrained),
+    }
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:
@@ -96,9 +103,25 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[st
             f"last fifth of training {np.nanmin(slopes):+.2g} to {np.nanmax(slopes):+.2g} per "
             f"1000 steps",
             Interval(100 * interval.low, 100 * interval.high, interval.n, interval.basis),
-        ),
+        ).against(_untrained(tables["null_runs"])),
         "D5.residual_loss": Measured(residual, MODEL, residual_note, residual_interval),
     }
+
+
+def _untrained(runs: pd.DataFrame) -> Null:
+    """D5.sinks_preferred on the runs' layers before training: the share of runs whose off
+    queries attend to the BOS."""
+    n, sinks = len(runs), int((runs.pattern == "sink").sum())
+    interval = share(sinks, n, "runs")
+    note = (
+        f"the runs' layers before training: {sinks} of {n} put the off queries' attention on the "
+        f"BOS; BOS mass {runs.bos_mass_off.min():.3f}-{runs.bos_mass_off.max():.3f}"
+    )
+    return Null(
+        100 * sinks / n if n else float("nan"),
+        note,
+        Interval(100 * interval.low, 100 * interval.high, interval.n, interval.basis),
+    )
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict[str, Any]):

@@ -8,7 +8,9 @@ margin; at least 1 - eps of the attention on the target) and both tasks (bigram 
 copy-paste); and `aligned`, an extension beyond the paper (tokens at cosine -a to the sink,
 attention mass, copy-paste) with no claims. Log-log slopes are least-squares fits over the T grid;
 their spread over sub-ranges of the grid says how far a curve is from a power law (the minima are
-deterministic: there is no sampling).
+deterministic: there is no sampling). The paper analyses the l2 (Frobenius) cost beside the
+nuclear norm; `D6.frobenius_gap` reports the diagonal's slope over the sink's under the Frobenius
+norm of W_QK, whatever it is.
 """
 
 from __future__ import annotations
@@ -463,7 +465,12 @@ claims rest on, in %, at most 1 (an error of 1 % moves a slope over the default 
 
 *Kind.* The three claims are checks: the minima solve a convex program whose closed forms,
 proven before the run, fix the exponents, and those exponents follow from the choice d = T + 1
-(item 2). The run confirms the algebra; it cannot find another exponent.
+(item 2). The run confirms the algebra; it cannot find another exponent. So is the fourth,
+`D6.frobenius_gap`: the paper analyses the l2 (Frobenius) cost beside the nuclear norm and calls
+the sink cheaper in parameter norm; under the Frobenius norm of W_QK the two closed forms grow
+alike in this setting, and the row reports the diagonal's slope minus the sink's (above 0 where
+the diagonal's cost grows faster), whatever it is: the advantage the other rows measure is the
+nuclear norm's.
 
 *Half-space condition.* Orthonormal tokens meet the paper's condition for a sink (the sink and
 the other embeddings in suitable half-spaces): every context token has a positive inner product

@@ -108,11 +108,17 @@ heavily attends to the initial token across all layers and heads", Figure 2: att
 averaged over 256 sentences; no rate is given).
 
 **Pipeline.** `diagnostics.first_token_share`: mean first-token share (alpha) and sink rate per
-(layer, head). `per_input` holds alpha per (window, layer, head). The claim is read at the head
-level, as the text states it (all layers beyond the bottom two, all heads): its value is the
-lowest, over every head of the layers >= 2, of the head's alpha (mean over the windows),
-bootstrapped over the windows; the note names that head and counts the heads above the
-threshold. Measured on the text claim model (`diagnostics.claim_models.text`).
+(layer, head). `per_input` holds alpha per (window, layer, head), over the whole window
+(`first_share`) and over its first 16 tokens (`first_share_short`, `metrics.prefix_first_mass`):
+under causal attention those queries see nothing later, so the prefix is a sentence of 16 tokens
+of its own, as in the paper's figure (256 sentences of 16 tokens). The claim is read at the head
+level, as the text states it (all layers beyond the bottom two, all heads), on those short
+sentences: its value is the lowest, over every head of the layers >= 2, of the head's alpha
+(mean over the sentences), bootstrapped over them; the note names that head, counts the heads
+above the threshold and gives the whole windows' share. Measured on the BOS claim model
+(`diagnostics.claim_models.bos`, Gemma-3-270M at the default: its tokenizer puts `<bos>` first,
+where SmolLM2's adds none and its windows start mid-text), and on its null, the same model with
+its weights drawn afresh (an untrained LM has no sink on its first token).
 
 **Kind and threshold.** A **replication** (a pretrained LM's attention on held-out text: its
 upper layers may keep most heads off the first token). It needs no separate control: the

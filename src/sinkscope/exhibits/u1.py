@@ -518,10 +518,19 @@ it (`U1.nop_sink_mass`: their mean attention on the sink, at least 0.5, i.e. mor
 keys together): an intervention on a sink nobody reads tests nothing, and an untrained head (sink
 attention ~1/32, MSE ~0.5) would otherwise pass "unchanged" and "breaks" alike.
 
-**Thresholds.** Where the paper gives a value (the reference's one run), the check is that
-value with a tolerance of 10 %: the replicates' interval already carries the run-to-run spread
-the paper does not report, so the tolerance covers only what separates two faithful runs, and it
-is far below the changes the table calls breaks. The breaks are one-sided (at least 10 % below
+**Thresholds.** The paper's values come from the reference's one run. The two replications that
+compare with such a value, the routing (0.981) and the share of the gain the redirect undoes
+(26.0 %), are judged against the spread of the replicates: the 95 % prediction interval of one
+more run (`stats.prediction`) must hold the paper's value (check `covers`), since one run is
+compared, not a mean; and whether the redirect breaks the task at all is a row of its own,
+`U1.redirect_breaks_task` (redirect MSE over the baseline's, at least 2, chosen: twice the error
+is a break, far beyond the 10 % the table calls unchanged; the paper's is 7.7x). The note of
+`U1.mse_redirect` gives how far the draw of v explains the replicates' spread (the Spearman
+correlation of the share undone with |<v, 1>|/sqrt(d), and the values of the replicates whose
+draw is below the median). The checks keep the paper's value with a tolerance of 10 %, far
+below the changes the table calls breaks. Every claim is also measured on the null, each
+replicate's head at its initialisation, before training (no routing, an ordinary sink value, no
+dominant QK direction; a head with no gain over adding nothing has no share of it to undo, NaN). The breaks are one-sided (at least 10 % below
 the paper's share), as the claim is that the task breaks. The value-norm bound 0.2 is the
 paper's NOP diagnostic (reference `lejepa_sinks/sink_table.py`, `--nop_ratio 0.2`); the QK
 peak's 2 is chosen (the paper shows the peak in figures only); the convergence control's 5 % is

@@ -178,7 +178,10 @@ above 50 (chosen: the paper's two distinct clusters read as most events in one o
 `U5.broadcast_raises_similarity`, the mean change of token similarity that the head of a
 Broadcast sink event makes (its update added to the residual stream, `delta_similarity` of the
 extraction), above 0: the Broadcast hypothesis's shared payload raises token similarity. Both are
-bootstrapped over the photographs.
+bootstrapped over the photographs, and both are measured on the text claim model too
+(`U5.llm.two_regimes`, `U5.llm.broadcast_raises_similarity`, extensions, bootstrapped over the
+text windows, with the controls at the paper's rates per window). Every claim is also measured on
+each claim model's null, the same architecture with its weights drawn afresh.
 """
 
 CAPTION = r"""
