@@ -439,10 +439,11 @@ def _u9_tables(tmp_path, seeds, paper_like, scale=LARGE, nop=True, edit=None, em
     heads = _u9_heads(models, paper_like, nop=nop)
     if edit is not None:
         edit(heads)
-    norm_models = {m: info for m, info in models.items() if info["variant"] in U9_NORM_VARIANTS}
+    norms_models = {m: info for m, info in models.items() if info["variant"] in U9_NORM_VARIANTS}
     settings = {
         "models": models,
-        "norm_models": norm_models,
+        "norms_models": norms_models,
+        "curves_models": {m: info for m, info in models.items() if not info["null"]},
         "variants": VARIANTS,
         "first_counted_layer": 1,
         "batch_size": 512,
@@ -452,7 +453,7 @@ def _u9_tables(tmp_path, seeds, paper_like, scale=LARGE, nop=True, edit=None, em
         "heads": _write(tmp_path, "heads", heads),
         "manifests": _manifests(tmp_path, dict.fromkeys(models, scale)),
         "curves": _write(tmp_path, "curves", _u9_curves(models, emergence)),
-        "norms": _write(tmp_path, "norms", _u9_norms(norm_models, paper_like)),
+        "norms": _write(tmp_path, "norms", _u9_norms(norms_models, paper_like)),
     }
     return _round_trip(tmp_path, "U9", u9.tables(inputs, settings))
 
@@ -701,10 +702,11 @@ def test_u9_manifest_without_parameters_names_the_key(tmp_path):
     models = _u9_models((0,))
     manifests = _manifests(tmp_path, dict.fromkeys(models, LARGE))
     Path(manifests[0]).write_text(json.dumps({"name": "x"}))
-    norm_models = {m: info for m, info in models.items() if info["variant"] in U9_NORM_VARIANTS}
+    norms_models = {m: info for m, info in models.items() if info["variant"] in U9_NORM_VARIANTS}
     settings = {
         "models": models,
-        "norm_models": norm_models,
+        "norms_models": norms_models,
+        "curves_models": {m: info for m, info in models.items() if not info["null"]},
         "variants": VARIANTS,
         "first_counted_layer": 1,
         "outlier": RELATIVE,
@@ -712,7 +714,7 @@ def test_u9_manifest_without_parameters_names_the_key(tmp_path):
     heads = _write(tmp_path, "heads", _u9_heads(models, paper_like=True))
     with pytest.raises(ValueError, match="has no 'parameters': rebuild the model cache of"):
         curves = _write(tmp_path, "curves", _u9_curves(models, emergence=False))
-        norms = _write(tmp_path, "norms", _u9_norms(norm_models, paper_like=True))
+        norms = _write(tmp_path, "norms", _u9_norms(norms_models, paper_like=True))
         inputs = {"heads": heads, "manifests": manifests, "curves": curves, "norms": norms}
         u9.tables(inputs, settings | {"batch_size": 4})
 
@@ -929,11 +931,7 @@ def test_registry_gives_one_input_per_model(smoke_config):
     for exhibit in ("U8", "U9", "S8"):
         settings = EXHIBITS[exhibit].settings(plan, "tables")
         for name, paths in EXHIBITS[exhibit].inputs(plan).items():
-            models = settings["models"]
-            if exhibit == "U9" and name == "curves":
-                models = [m for m, info in models.items() if not info["null"]]
-            elif exhibit == "U9" and name == "norms":
-                models = settings["norm_models"]
+            models = settings.get(f"{name}_models", settings["models"])
             assert len(paths) == len(models)
             assert all(f"/{model}" in path for model, path in zip(models, paths, strict=True))
     u9_models = EXHIBITS["U9"].settings(plan, "tables")["models"]
@@ -941,8 +939,8 @@ def test_registry_gives_one_input_per_model(smoke_config):
     assert u9_models["vit-registers-s0"] == {**labels, "null": False}
     assert u9_models["vit-registers-s0@init"] == {**labels, "null": True}
     assert sum(info["null"] for info in u9_models.values()) == 4  # one per variant
-    norm_models = EXHIBITS["U9"].settings(plan, "tables")["norm_models"]
-    assert {info["variant"] for info in norm_models.values()} == set(U9_NORM_VARIANTS)
+    norms_models = EXHIBITS["U9"].settings(plan, "tables")["norms_models"]
+    assert {info["variant"] for info in norms_models.values()} == set(U9_NORM_VARIANTS)
     s8_models = EXHIBITS["S8"].settings(plan, "tables")["models"]
     assert [m for m, info in s8_models.items() if info["null"]] == [
         "vit-baseline-s0@init",

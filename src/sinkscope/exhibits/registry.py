@@ -283,7 +283,9 @@ def _u9_models(plan: Plan) -> dict[str, dict[str, Any]]:
     return _and_nulls(trained, [m for m, info in trained.items() if info["seed"] == 0])
 
 
-# the variants whose token norms U9 compares (gate + registers against the baseline)
+# the variants whose token norms U9 compares (gate + registers against the baseline); an input
+# that is not one per model of `models` (U9's training logs and token norms) is one per model of
+# the setting `<input>_models`
 U9_NORM_VARIANTS = ("baseline", "gate-registers")
 
 
@@ -540,7 +542,8 @@ EXHIBITS: dict[str, Exhibit] = {
             },
             table_settings={
                 "models": _u9_models,
-                "norm_models": _u9_norm_models,
+                "curves_models": _trained,
+                "norms_models": _u9_norm_models,
                 "variants": "mitigation.variants",
                 "first_counted_layer": "diagnostics.first_counted_layer",
                 "batch_size": "mitigation.train.batch_size",

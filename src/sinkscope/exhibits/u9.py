@@ -69,15 +69,14 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
     first = settings["first_counted_layer"]
     found = {m: dx.events(h, first, models[m]["registers"]) for m, h in heads.items()}
     events = _events(heads, found, models)
-    trained = {m: info for m, info in models.items() if not info["null"]}
     return {
         "table": _summary(events, settings["variants"]),
         "events": events,
         "images": _images(heads, found, models),
         "reference": _reference_rule(heads, found, models),
-        "emergence": _emergence(inputs["curves"], trained),
+        "emergence": _emergence(inputs["curves"], settings["curves_models"]),
         "models": _scale(inputs["manifests"], models, settings["batch_size"]),
-        "norms": _norms(inputs["norms"], settings["norm_models"], settings["outlier"]),
+        "norms": _norms(inputs["norms"], settings["norms_models"], settings["outlier"]),
     }
 
 
