@@ -433,27 +433,31 @@ U9_THRESHOLDS = {"events": 0.45, "NOP": 0.25, "Broadcast": 0.09}
 U9_CLAIMS = {"claim_model": TRAINED_LABEL, "scale": "default", "outlier": RELATIVE}
 
 
+def _u9_settings(models) -> dict:
+    """U9's table settings for `models` (as the registry gives them)."""
+    return {
+        "models": models,
+        "norms_models": {m: i for m, i in models.items() if i["variant"] in U9_NORM_VARIANTS},
+        "curves_models": {m: i for m, i in models.items() if not i["null"]},
+        "variants": VARIANTS,
+        "first_counted_layer": 1,
+        "batch_size": 512,
+        "outlier": RELATIVE,
+    }
+
+
 def _u9_tables(tmp_path, seeds, paper_like, scale=LARGE, nop=True, edit=None, emergence=True):
     """U9's tables, written and read back; `edit` may change the heads tables first."""
     models = _u9_models(seeds)
     heads = _u9_heads(models, paper_like, nop=nop)
     if edit is not None:
         edit(heads)
-    norms_models = {m: info for m, info in models.items() if info["variant"] in U9_NORM_VARIANTS}
-    settings = {
-        "models": models,
-        "norms_models": norms_models,
-        "curves_models": {m: info for m, info in models.items() if not info["null"]},
-        "variants": VARIANTS,
-        "first_counted_layer": 1,
-        "batch_size": 512,
-        "outlier": RELATIVE,
-    }
+    settings = _u9_settings(models)
     inputs = {
         "heads": _write(tmp_path, "heads", heads),
         "manifests": _manifests(tmp_path, dict.fromkeys(models, scale)),
         "curves": _write(tmp_path, "curves", _u9_curves(models, emergence)),
-        "norms": _write(tmp_path, "norms", _u9_norms(norms_models, paper_like)),
+        "norms": _write(tmp_path, "norms", _u9_norms(settings["norms_models"], paper_like)),
     }
     return _round_trip(tmp_path, "U9", u9.tables(inputs, settings))
 
@@ -702,21 +706,13 @@ def test_u9_manifest_without_parameters_names_the_key(tmp_path):
     models = _u9_models((0,))
     manifests = _manifests(tmp_path, dict.fromkeys(models, LARGE))
     Path(manifests[0]).write_text(json.dumps({"name": "x"}))
-    norms_models = {m: info for m, info in models.items() if info["variant"] in U9_NORM_VARIANTS}
-    settings = {
-        "models": models,
-        "norms_models": norms_models,
-        "curves_models": {m: info for m, info in models.items() if not info["null"]},
-        "variants": VARIANTS,
-        "first_counted_layer": 1,
-        "outlier": RELATIVE,
-    }
+    settings = _u9_settings(models)
     heads = _write(tmp_path, "heads", _u9_heads(models, paper_like=True))
     with pytest.raises(ValueError, match="has no 'parameters': rebuild the model cache of"):
         curves = _write(tmp_path, "curves", _u9_curves(models, emergence=False))
-        norms = _write(tmp_path, "norms", _u9_norms(norms_models, paper_like=True))
+        norms = _write(tmp_path, "norms", _u9_norms(settings["norms_models"], paper_like=True))
         inputs = {"heads": heads, "manifests": manifests, "curves": curves, "norms": norms}
-        u9.tables(inputs, settings | {"batch_size": 4})
+        u9.tables(inputs, settings)
 
 
 # --- S8 -------------------------------------------------------------------------------------------
