@@ -44,10 +44,11 @@ def test_settings_and_inputs_resolve_at_every_scale(scale):
         assert exhibit.settings(plan, "figure")["title"] == exhibit.title  # the figure's title
         for name, paths in exhibit.inputs(plan).items():
             assert paths, (exhibit.id, name)
-        models = exhibit.settings(plan, "tables").get("models")
-        for paths in exhibit.inputs(plan).values():
+        settings = exhibit.settings(plan, "tables")
+        for name, paths in exhibit.inputs(plan).items():  # one per model of its models setting
+            models = settings.get(f"{name}_models", settings.get("models"))
             if models is not None and isinstance(paths, list):
-                assert len(paths) == len(models), exhibit.id
+                assert len(paths) == len(models), (exhibit.id, name)
 
 
 def test_config_keys_exist(default_config):

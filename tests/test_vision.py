@@ -285,6 +285,22 @@ def test_linear_probes_separate_separable_features():
     assert miou > 0.8 and len(iou) == 3  # bilinear upsampling blurs patch borders a little
 
 
+def test_permuted_labels_move_classes_and_masks_together():
+    """The null's training labels: image i gets the class and mask of image order[i] for one
+    seeded permutation; the features stay where they are."""
+    cls, patches = torch.randn(6, 4), torch.randn(6, 2, 2, 4)
+    labels = torch.arange(6)
+    masks = labels[:, None, None].repeat(1, 3, 3).to(torch.uint8)
+    train = probes.Features(cls, patches, labels, masks)
+    shuffled = probes.permuted(train, seed=5)
+    order = np.random.default_rng(5).permutation(6)
+    assert shuffled.labels.tolist() == order.tolist()
+    assert (shuffled.masks[:, 0, 0].long() == shuffled.labels).all()  # the same permutation
+    assert shuffled.cls is cls and shuffled.patches is patches
+    assert probes.permuted(train, seed=5).labels.tolist() == order.tolist()  # seeded
+    assert probes.permuted(probes.Features(cls, None, labels, None), 5).masks is None
+
+
 def test_probe_features_drop_cls_and_registers():
     model = _vit("registers")
     table = images.generate(16, 3, {"train": 4, "test": 0, "diagnostic": 0}, seed=0)

@@ -17,7 +17,7 @@ from sinkscope import diagnostics as dx
 from sinkscope import scorecard, stats
 from sinkscope.exhibits import Measured, s8, u8, u9, vision_tables
 from sinkscope.exhibits.plan import Plan
-from sinkscope.exhibits.registry import EXHIBITS
+from sinkscope.exhibits.registry import EXHIBITS, U9_NORM_VARIANTS
 from sinkscope.scorecard import NOT_REPLICATED, NOT_TESTABLE, judge, load_claims
 from sinkscope.vision import images, params, probes, stage
 
@@ -55,6 +55,7 @@ CONTROLS = {
     control["measure"]: control["check"]
     for claim in load_claims()
     for control in claim.get("preconditions", [])
+    if "measure" in control
 }
 
 
@@ -72,14 +73,17 @@ def number_after(text: str, label: str) -> float:
     return float(re.search(rf"{re.escape(label)} (-?[\d.]+)", text).group(1))
 
 
-def judged(claim: str, found: dict[str, Measured]) -> tuple[str, str]:
-    """The scorecard's verdict and reason for a catalogued claim from measured records."""
+def judged(claim: str, found: dict[str, Measured], settings: dict | None = None) -> tuple[str, str]:
+    """The scorecard's verdict and reason for a catalogued claim from measured records, its
+    config controls judged on `settings` ({config key: value})."""
     entry = next(c for c in load_claims() if c["id"] == claim)
-    return scorecard.verdict(entry, {n: m.record() for n, m in found.items()}, "default")
+    records = {n: m.record() for n, m in found.items()}
+    return scorecard.verdict(entry, records, "default", settings)
 
 
 def _manifests(tmp_path, scale: dict[str, tuple[int, int]]) -> list[str]:
-    """One model manifest per model: {model: (parameters, training steps reached)}."""
+    """One model manifest per model: {model: (parameters, training steps reached)}; a null
+    (`<model>@init`) is written as the null rule writes it, with no training log."""
     paths = []
     for model, (parameters, steps) in scale.items():
         path = tmp_path / model / "manifest.json"
@@ -88,7 +92,7 @@ def _manifests(tmp_path, scale: dict[str, tuple[int, int]]) -> list[str]:
             "name": model,
             "parameters": parameters,
             "vit_config": {"depth": 4, "embed_dim": 64},
-            "final_log": {"step": steps},
+            **({"source": "null"} if model.endswith("@init") else {"final_log": {"step": steps}}),
         }
         path.write_text(json.dumps(manifest))
         paths.append(str(path))
@@ -117,9 +121,14 @@ OPPOSITE_U8 = {  # registers and gate lose on voc, gate-registers is not the bes
 
 CHANCE_U8 = (0.05, 0.04, 100 / 6)  # mIoU of the majority class on procedural, on voc; top-1
 AT_CHANCE_U8 = {variant: CHANCE_U8 for variant in VARIANTS}  # probes that read nothing
+# the same probes trained on permuted labels: at chance, give or take a little per variant
+PERMUTED_U8 = {
+    variant: (CHANCE_U8[0] + step, CHANCE_U8[1] - step, CHANCE_U8[2] + 10 * step)
+    for variant, step in zip(VARIANTS, (0.001, 0.003, 0.0, 0.002), strict=True)
+}
 
 
-def _u8_inputs(tmp_path, results=PAPER_LIKE_U8, seeds=(0, 1, 2)):
+def _u8_inputs(tmp_path, results=PAPER_LIKE_U8, seeds=(0, 1, 2), permuted=PERMUTED_U8):
     models = {
         f"vit-{variant}-s{seed}": {"variant": variant, "seed": seed}
         for variant in VARIANTS
@@ -127,17 +136,23 @@ def _u8_inputs(tmp_path, results=PAPER_LIKE_U8, seeds=(0, 1, 2)):
     }
     probes, curves = {}, {}
     for model, info in models.items():
-        ade, voc, top1 = results[info["variant"]]
         noise = (-0.004, 0.0, 0.005)[info["seed"]]
-        probes[model] = pd.DataFrame(
-            {
-                "dataset": ["procedural", "procedural", "voc"],
-                "task": ["classification", "segmentation", "segmentation"],
-                "metric": ["top1", "miou", "miou"],
-                "value": [top1 + 10 * noise, ade + noise, voc - noise],
-                "chance": [CHANCE_U8[2], CHANCE_U8[0], CHANCE_U8[1]],
-            }
-        )
+        rows = []
+        for labels, found in (("true", results), ("permuted", permuted)):
+            ade, voc, top1 = found[info["variant"]]
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "dataset": ["procedural", "procedural", "voc"],
+                        "task": ["classification", "segmentation", "segmentation"],
+                        "labels": labels,
+                        "metric": ["top1", "miou", "miou"],
+                        "value": [top1 + 10 * noise, ade + noise, voc - noise],
+                        "chance": [CHANCE_U8[2], CHANCE_U8[0], CHANCE_U8[1]],
+                    }
+                )
+            )
+        probes[model] = pd.concat(rows, ignore_index=True)
         curves[model] = pd.DataFrame(
             {"step": [0, 10], "loss": [1.0, 0.5], "probe_eval_acc": [0.2, 0.4 + noise]}
         )
@@ -153,7 +168,7 @@ def test_u8_tables_figure_and_claims_on_the_papers_side(tmp_path):
     tables = _round_trip(tmp_path, "U8", u8.tables(inputs, settings))
     assert set(tables["probes"].model) == set(settings["models"])
     assert tables["curves"].query("model == 'vit-gate-s1'").variant.unique().tolist() == ["gate"]
-    seg = tables["table"][tables["table"].task == "segmentation"]
+    seg = tables["table"].query("task == 'segmentation' and labels == 'true'")
     seg = seg[seg.dataset == "procedural"].set_index("variant")
     assert list(seg.index) == VARIANTS
     assert seg.loc["registers", "mean"] == pytest.approx(0.30 + 0.001 / 3)
@@ -191,6 +206,42 @@ def test_u8_tables_figure_and_claims_on_the_papers_side(tmp_path):
     assert isinstance(fig, matplotlib.figure.Figure)
     assert len([ax for ax in fig.axes if ax.get_visible()]) == 5  # 3 probes + 2 training logs
     assert len({ax.get_subplotspec().rowspan.start for ax in fig.axes}) == 2  # at most 3 a row
+    crosses = fig.axes[1].lines[-1]  # procedural segmentation: the permuted labels' probes
+    assert list(crosses.get_ydata()) == pytest.approx(
+        [PERMUTED_U8[v][0] + 0.001 / 3 for v in VARIANTS]
+    )
+
+
+def test_u8_nulls_are_the_probes_on_permuted_labels(tmp_path):
+    """Every claim and control carries its statistic on the probes trained on permuted labels:
+    known differences of at-chance probes, and chance controls near 0, so that no null passes
+    (the classification spread passes its check on the null, its control does not)."""
+    inputs, settings = _u8_inputs(tmp_path)
+    tables = _round_trip(tmp_path, "U8", u8.tables(inputs, settings))
+    claims = u8.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
+    nulls = {claim: measured.null for claim, measured in claims.items()}
+    assert all(null is not None for null in nulls.values())
+    # registers - baseline: +0.002 on procedural, -0.002 on voc; the smaller: voc
+    assert nulls["U8.registers_improve_segmentation"].value == pytest.approx(-0.002)
+    assert nulls["U8.gate_improves_segmentation"].value == pytest.approx(-0.001)
+    # gate-registers against gate on voc (0.038 - 0.040), the smallest margin
+    assert nulls["U8.gate_registers_best"].value == pytest.approx(-0.002)
+    assert nulls["U8.classification_unchanged"].value == pytest.approx(0.03)
+    skill = nulls["U8.segmentation_above_chance_gate"]  # baseline on voc: below chance
+    assert skill.value == pytest.approx((-0.001 - 0.001 / 3) / (1 - CHANCE_U8[1]))
+    assert nulls["U8.registers_improve_segmentation"].note.startswith(
+        "the same probes trained on labels permuted across images: mIoU"
+    )
+    assert "smallest gain -0.0020" in nulls["U8.registers_improve_segmentation"].note
+    records = {claim: measured.record() for claim, measured in claims.items()}
+    unchanged = next(c for c in load_claims() if c["id"] == "U8.classification_unchanged")
+    null = records["U8.classification_unchanged"]["null"]
+    assert judge(unchanged["check"], null["low"], null["high"]) is True  # within 1 point
+    assert scorecard.null_passes(unchanged, records) is False  # but its probes read nothing
+    for claim in CHECKS:
+        if claim.startswith("U8."):
+            entry = next(c for c in load_claims() if c["id"] == claim)
+            assert scorecard.null_passes(entry, records) is False, claim
 
 
 def test_u8_claims_on_the_other_side(tmp_path):
@@ -289,7 +340,7 @@ def test_u9_counts_as_the_reference_code_does_beside_its_own_rule(tmp_path):
     ]
     columns = ["sample", "head", "sink", "event_relaxed", "ratio_head", "ratio_out", "srank"]
     heads = pd.DataFrame(rows, columns=columns).assign(layer=[1, 1, 1, 1, 0])
-    models = {"vit-baseline-s0": {"variant": "baseline", "seed": 0, "registers": 0}}
+    models = {"vit-baseline-s0": {"variant": "baseline", "seed": 0, "registers": 0, "null": False}}
     events = {"vit-baseline-s0": dx.events(heads, first_counted_layer=1, registers=0)}
     found = u9._reference_rule({"vit-baseline-s0": heads}, events, models)
     row = found.iloc[0]
@@ -298,25 +349,36 @@ def test_u9_counts_as_the_reference_code_does_beside_its_own_rule(tmp_path):
         assert row[f"{column}_per_image"] == 0.5, column
 
 
+U9_REGISTERS = {"baseline": 0, "registers": 2, "gate": 0, "gate-registers": 2}
+RELATIVE = {"kind": "relative", "value": 3.0}  # the default's outlier rule
+
+
 def _u9_models(seeds):
-    registers = {"baseline": 0, "registers": 2, "gate": 0}
-    return {
-        f"vit-{v}-s{seed}": {"variant": v, "seed": seed, "registers": r}
-        for v, r in registers.items()
+    """The trained variants of `seeds`, then the null of each variant's seed 0."""
+    trained = {
+        f"vit-{v}-s{seed}": {"variant": v, "seed": seed, "registers": r, "null": False}
+        for v, r in U9_REGISTERS.items()
         for seed in seeds
     }
+    nulls = {
+        f"vit-{v}-s0@init": {"variant": v, "seed": 0, "registers": r, "null": True}
+        for v, r in U9_REGISTERS.items()
+    }
+    return trained | nulls
 
 
 def _u9_heads(models, paper_like: bool, n_images: int = 24, nop: bool = True):
-    """Baseline: NOP (unless not `nop`) and Broadcast events on CLS and patches. Gate
-    (paper-like): hardly any NOP event; registers (paper-like): Broadcast events on a
-    register."""
+    """Baseline: NOP (unless not `nop`) and Broadcast events on CLS and patches. Gate and gate +
+    registers (paper-like): hardly any NOP event; registers and gate + registers (paper-like):
+    Broadcast events on a register. Nulls: no event."""
     heads = {}
     for model, info in models.items():
         per_image = []
         for sample in range(n_images):
             wobble = (sample + info["seed"]) % 3  # 0, 1, 2: varies over images and seeds
-            if info["variant"] == "baseline":
+            if info["null"]:
+                found = []
+            elif info["variant"] == "baseline":
                 found = [(0, NOP)] * (1 + wobble % 2) * nop + [(5, BROADCAST)] * (wobble == 0)
             elif info["variant"] == "gate":
                 nop_events = (wobble == 0) if paper_like else 2 + wobble
@@ -326,16 +388,20 @@ def _u9_heads(models, paper_like: bool, n_images: int = 24, nop: bool = True):
                 found = [(main, BROADCAST)] * (1 + wobble % 2) + [(extra, BROADCAST)] * (
                     wobble == 2
                 )
+                if info["variant"] == "gate-registers":  # NOP events as few as the gate's
+                    found += [(0, NOP)] * ((wobble == 1) if paper_like else 3 + wobble)
             per_image.append(found)
         heads[model] = _heads(per_image)
     return heads
 
 
 def _u9_curves(models, emergence: bool) -> dict[str, pd.DataFrame]:
-    """Training logs of two steps; with `emergence`, the sinks counted at each (the baseline's
-    NOP events rising 0.1 -> 0.3 per image, the others' 0)."""
+    """Training logs of two steps of the trained models; with `emergence`, the sinks counted at
+    each (the baseline's NOP events rising 0.1 -> 0.3 per image, the others' 0)."""
     curves = {}
     for model, info in models.items():
+        if info["null"]:
+            continue
         curve = pd.DataFrame({"step": [10, 20], "loss": [1.0, 0.5]})
         if emergence:
             for name in u9.EMERGENCE:
@@ -345,7 +411,39 @@ def _u9_curves(models, emergence: bool) -> dict[str, pd.DataFrame]:
     return curves
 
 
+U9_NORM_IMAGES = 8
+
+
+def _u9_norms(models, paper_like: bool) -> dict[str, pd.DataFrame]:
+    """Token norms of the baseline and gate + registers models (`_norms`): the baseline with 1-3
+    outliers of 99 patches per image; gate + registers none (paper-like) or 10-12; nulls none."""
+    norms = {}
+    for model, info in models.items():
+        if info["null"]:
+            outliers = lambda s: 0  # noqa: E731
+        elif info["variant"] == "baseline":
+            outliers = lambda s: 1 + s % 3  # noqa: E731
+        else:
+            outliers = (lambda s: 0) if paper_like else (lambda s: 10 + s % 3)
+        norms[model] = _norms(U9_NORM_IMAGES, outliers, info["registers"], 0.01)
+    return norms
+
+
 U9_THRESHOLDS = {"events": 0.45, "NOP": 0.25, "Broadcast": 0.09}
+U9_CLAIMS = {"claim_model": TRAINED_LABEL, "scale": "default", "outlier": RELATIVE}
+
+
+def _u9_settings(models) -> dict:
+    """U9's table settings for `models` (as the registry gives them)."""
+    return {
+        "models": models,
+        "norms_models": {m: i for m, i in models.items() if i["variant"] in U9_NORM_VARIANTS},
+        "curves_models": {m: i for m, i in models.items() if not i["null"]},
+        "variants": VARIANTS,
+        "first_counted_layer": 1,
+        "batch_size": 512,
+        "outlier": RELATIVE,
+    }
 
 
 def _u9_tables(tmp_path, seeds, paper_like, scale=LARGE, nop=True, edit=None, emergence=True):
@@ -354,16 +452,12 @@ def _u9_tables(tmp_path, seeds, paper_like, scale=LARGE, nop=True, edit=None, em
     heads = _u9_heads(models, paper_like, nop=nop)
     if edit is not None:
         edit(heads)
-    settings = {
-        "models": models,
-        "variants": VARIANTS[:3],
-        "first_counted_layer": 1,
-        "batch_size": 512,
-    }
+    settings = _u9_settings(models)
     inputs = {
         "heads": _write(tmp_path, "heads", heads),
         "manifests": _manifests(tmp_path, dict.fromkeys(models, scale)),
         "curves": _write(tmp_path, "curves", _u9_curves(models, emergence)),
+        "norms": _write(tmp_path, "norms", _u9_norms(settings["norms_models"], paper_like)),
     }
     return _round_trip(tmp_path, "U9", u9.tables(inputs, settings))
 
@@ -372,7 +466,10 @@ BASES_U9 = {  # the interval of each claim and control: pooled counts over seeds
     "U9.baseline_nop_per_image": "images",
     "U9.baseline_broadcast_per_image": "images",
     "U9.gate_removes_nop": "NOP events",
+    "U9.gate_registers_remove_nop": "NOP events",
     "U9.registers_take_broadcast": "Broadcast events",
+    "U9.gate_registers_fewer_outliers": "bootstrap over images",
+    "U9.baseline_outlier_share": "bootstrap over images",
     "U9.baseline_parameters": "exact",
     "U9.baseline_images_seen": "exact",
 }
@@ -385,30 +482,48 @@ def test_u9_tables_figure_and_claims_on_the_papers_side(tmp_path, seeds):
     assert images.loc[("vit-baseline-s0", 0), "NOP_cls"] == 1
     assert images.loc[("vit-baseline-s0", 0), "Broadcast_patch"] == 1
     assert images.loc[("vit-registers-s0", 2), "Broadcast"] == 2
-    mean = tables["table"].set_index(["variant", "sink_class", "location"])["mean"]
-    assert mean[("registers", "Broadcast", "register")] == pytest.approx(
+    assert images.loc[("vit-registers-s0@init", 2), "Broadcast"] == 0
+    mean = tables["table"].set_index(["null", "variant", "sink_class", "location"])["mean"]
+    assert mean[(False, "registers", "Broadcast", "register")] == pytest.approx(
         tables["images"]
-        .query("variant == 'registers'")
+        .query("variant == 'registers' and not null")
         .groupby("seed")
         .Broadcast_register.mean()
         .mean()
     )
+    assert mean[(True, "baseline", "NOP", "all")] == 0
     scale = tables["models"].set_index("model")
     assert scale.loc["vit-gate-s0", "images_seen"] == 250_200 * 512
     assert scale.loc["vit-gate-s0", "variant"] == "gate" and scale.loc["vit-gate-s0", "depth"] == 4
-    claims = u9.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
+    assert scale.loc["vit-gate-s0@init", "images_seen"] == 0  # a null is never trained
+    assert set(tables["emergence"].model) == {m for m in scale.index if "@" not in m}
+    norms = tables["norms"].set_index(["model", "sample"])
+    assert norms.loc[("vit-baseline-s0", 2), "outliers"] == 3
+    assert norms.loc[("vit-baseline-s0", 2), "outlier_share"] == pytest.approx(300 / 99)
+    assert not norms.loc["vit-gate-registers-s0@init"].outliers.any()
+    claims = u9.claims(tables, U9_CLAIMS)
     assert {m.model for m in claims.values()} == {TRAINED_LABEL}
     assert set(claims) == set(BASES_U9)
-    baseline = tables["images"].query("variant == 'baseline'")
+    baseline = tables["images"].query("variant == 'baseline' and not null")
     nop_rate = baseline.NOP.sum() / len(baseline)
     assert claims["U9.baseline_nop_per_image"].value == pytest.approx(nop_rate)
     assert claims["U9.baseline_broadcast_per_image"].value == pytest.approx(
         baseline.Broadcast.mean()
     )
-    gate = tables["images"].query("variant == 'gate'").NOP.mean()
+    gate = tables["images"].query("variant == 'gate' and not null").NOP.mean()
     nop = claims["U9.gate_removes_nop"]
     assert nop.value == pytest.approx(gate / nop_rate)
     assert nop.interval.n == baseline.NOP.sum() + round(gate * len(baseline))
+    both = tables["images"].query("variant == 'gate-registers' and not null").NOP.mean()
+    assert claims["U9.gate_registers_remove_nop"].value == pytest.approx(both / nop_rate)
+    assert "NOP events: gate-registers" in claims["U9.gate_registers_remove_nop"].note
+    # 1-3 outliers of 99 patches in the baseline's 8 images, none in gate + registers
+    share = 100 * 15 / (U9_NORM_IMAGES * 99)
+    assert claims["U9.baseline_outlier_share"].value == pytest.approx(share)
+    fewer = claims["U9.gate_registers_fewer_outliers"]
+    assert fewer.value == pytest.approx(-share) and fewer.interval.n == U9_NORM_IMAGES
+    assert number_after(fewer.note, "difference") == pytest.approx(-share, abs=0.005)
+    assert "(norm > 3 x the model's median patch norm)" in fewer.note
     assert claims["U9.baseline_parameters"].value == pytest.approx(303.300608)
     assert claims["U9.baseline_images_seen"].value == pytest.approx(128.1024)
     for claim, basis in BASES_U9.items():  # the rates, 1.33 and 0.33, are far from the paper's
@@ -420,7 +535,7 @@ def test_u9_tables_figure_and_claims_on_the_papers_side(tmp_path, seeds):
     share = claims["U9.registers_take_broadcast"]
     assert share.value > 0.5 and f"({100 * share.value:.0f} %)" in share.note
     on, total = re.match(r"(\d+) of (\d+) Broadcast", share.note).groups()
-    registers = tables["images"].query("variant == 'registers'")
+    registers = tables["images"].query("variant == 'registers' and not null")
     assert (int(on), int(total)) == (registers.Broadcast_register.sum(), registers.Broadcast.sum())
     note = claims["U9.baseline_nop_per_image"].note
     assert f"NOP {baseline.NOP.sum()} ({nop_rate:.3f} per image)" in note
@@ -432,13 +547,20 @@ def test_u9_tables_figure_and_claims_on_the_papers_side(tmp_path, seeds):
 
     fig = u9.figure(tables, {"title": "t", "scale": "default", "thresholds": U9_THRESHOLDS})
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
-    assert titles == [*u9.CLASSES, "sink events over training", "NOP over training"]
-    assert fig.get_supxlabel() == "no sink events in any variant: Broadcast over training"
+    assert titles == [*u9.CLASSES, u9.OUTLIER_PANEL, "sink events over training",
+                      "NOP over training"]  # fmt: skip
+    assert fig.get_supxlabel() == (
+        "no sink events or outliers in any variant: Broadcast over training"
+    )
+    nop_panel = fig.axes[0]  # the nulls' crosses: no NOP event in any untrained copy
+    assert list(nop_panel.lines[-1].get_ydata()) == [0.0] * len(U9_REGISTERS)
+    outliers = fig.axes[3]
+    assert [p.get_height() for p in outliers.patches] == pytest.approx([share_value(claims), 0])
     # the sinks' emergence: the baseline's NOP events per image over the steps (mean over its
     # seeds), with the control's rate drawn in
     emergence = tables["emergence"]
     assert len(emergence) == 2 * len(emergence.model.unique()) and set(emergence.step) == {10, 20}
-    nop = fig.axes[4]
+    nop = fig.axes[5]
     baseline, *_, threshold = nop.lines
     assert list(baseline.get_ydata()) == pytest.approx([0.1, 0.3])
     assert list(threshold.get_ydata()) == [0.25] * 2
@@ -446,17 +568,67 @@ def test_u9_tables_figure_and_claims_on_the_papers_side(tmp_path, seeds):
     tables = _u9_tables(tmp_path, seeds, paper_like=True, emergence=False)
     assert tables["emergence"].empty
     fig = u9.figure(tables, {"title": "t", "scale": "default", "thresholds": U9_THRESHOLDS})
-    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == u9.CLASSES
-    assert fig.get_supxlabel().endswith(", ".join(u9.EMERGENCE_PANELS.values()))
+    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == [
+        *u9.CLASSES,
+        u9.OUTLIER_PANEL,
+    ]
+    line = fig.get_supxlabel().replace("\n", " ")  # wrapped to the figure's width
+    assert line.endswith(", ".join(u9.EMERGENCE_PANELS.values()))
+
+
+def share_value(claims: dict[str, Measured]) -> float:
+    return claims["U9.baseline_outlier_share"].value
+
+
+def test_u9_nulls_are_the_untrained_copies(tmp_path):
+    """Every U9 claim and control carries its statistic on the untrained copies of each
+    variant's seed-0 ViT: no event and no outlier there, so the rates are 0 with their exact
+    upper bound, the ratios and the register share have no value (their notes say why), the
+    outlier difference is 0 within the two Poisson bounds, and images seen is 0: no null
+    passes its check."""
+    tables = _u9_tables(tmp_path, (0, 1, 2), paper_like=True)
+    claims = u9.claims(tables, U9_CLAIMS)
+    nulls = {claim: measured.null for claim, measured in claims.items()}
+    assert all(null is not None for null in nulls.values())
+    rate = nulls["U9.baseline_nop_per_image"]
+    assert rate.value == 0 and rate.interval.high == pytest.approx(3.6889 / 24, rel=1e-4)
+    assert rate.note.startswith("vit-baseline-s0@init, vit-registers-s0@init, vit-gate-s0@init")
+    assert "baseline events in 24 images (1 seed(s))" in rate.note
+    for claim in ("U9.gate_removes_nop", "U9.gate_registers_remove_nop"):
+        assert np.isnan(nulls[claim].value), claim
+        assert "undefined (no baseline NOP event)" in nulls[claim].note
+    assert np.isnan(nulls["U9.registers_take_broadcast"].value)
+    fewer = nulls["U9.gate_registers_fewer_outliers"]
+    bound = 100 * 3.6889 / (U9_NORM_IMAGES * 99)
+    assert fewer.value == 0 and fewer.interval.basis == "patch tokens"
+    assert (fewer.interval.low, fewer.interval.high) == pytest.approx((-bound, bound), rel=1e-4)
+    assert "(no outlier in either: their exact Poisson bounds of no event)" in fewer.note
+    assert nulls["U9.baseline_outlier_share"].value == 0
+    assert nulls["U9.baseline_images_seen"].value == 0
+    assert nulls["U9.baseline_parameters"].value == claims["U9.baseline_parameters"].value
+    records = {claim: measured.record() for claim, measured in claims.items()}
+    for claim in CHECKS:
+        if claim.startswith("U9."):
+            entry = next(c for c in load_claims() if c["id"] == claim)
+            assert scorecard.null_passes(entry, records) is False, claim
 
 
 @pytest.mark.parametrize("seeds", [(0, 1, 2), (0,)])
 def test_u9_claims_on_the_other_side(tmp_path, seeds):
     tables = _u9_tables(tmp_path, seeds, paper_like=False)
-    claims = u9.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
+    claims = u9.claims(tables, U9_CLAIMS)
     assert claims["U9.gate_removes_nop"].value > 1
+    assert claims["U9.gate_registers_remove_nop"].value > 1
     assert claims["U9.registers_take_broadcast"].value < 0.3  # the few events at position 2
-    for claim in ("U9.gate_removes_nop", "U9.registers_take_broadcast"):
+    assert claims["U9.gate_registers_fewer_outliers"].value == pytest.approx(
+        100 * (10 * U9_NORM_IMAGES + 7 - 15) / (U9_NORM_IMAGES * 99)
+    )
+    for claim in (
+        "U9.gate_removes_nop",
+        "U9.gate_registers_remove_nop",
+        "U9.registers_take_broadcast",
+        "U9.gate_registers_fewer_outliers",
+    ):
         assert verdict(claims, claim, BASES_U9[claim]) is False
 
 
@@ -464,11 +636,11 @@ def test_u9_without_nop_events_has_an_exact_upper_bound(tmp_path):
     """No NOP event in 3 x 24 baseline images: [0, 3.69 / 72], never [0, 0]; at the literature's
     scale the rate is then too low for the paper's 0.25, and the gate's ratio has no value."""
     tables = _u9_tables(tmp_path, (0, 1, 2), paper_like=True, nop=False)
-    claims = u9.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
+    claims = u9.claims(tables, U9_CLAIMS)
     rate = claims["U9.baseline_nop_per_image"]
     assert rate.value == 0 and rate.interval.low == 0
-    drawn = tables["table"].set_index(["variant", "sink_class", "location"])
-    drawn = drawn.loc[("baseline", "NOP", "all")]  # the figure's error bar: the claim's interval
+    drawn = tables["table"].set_index(["null", "variant", "sink_class", "location"])
+    drawn = drawn.loc[(False, "baseline", "NOP", "all")]  # the figure's error bar: the claim's
     assert [drawn.pooled, drawn.low, drawn.high] == pytest.approx([0, 0, rate.interval.high])
     assert rate.interval.high == pytest.approx(3.6889 / 72, rel=1e-4)
     assert rate.interval.n == 72
@@ -482,7 +654,7 @@ def test_u9_without_nop_events_has_an_exact_upper_bound(tmp_path):
     table.loc[table.sink_class == "NOP", ["mean", "std"]] = 0.0
     settings = {"title": "t", "scale": "default", "thresholds": U9_THRESHOLDS}
     fig = u9.figure({**tables, "table": table}, settings)
-    assert fig.get_supxlabel().startswith("no sink events in any variant: NOP")
+    assert fig.get_supxlabel().startswith("no sink events or outliers in any variant: NOP")
     broadcast = fig.axes[0]
     assert broadcast.get_title() == "Broadcast" and broadcast.patches
     assert broadcast.get_legend() is not None
@@ -492,7 +664,7 @@ def test_u9_below_the_literatures_scale_is_not_testable(tmp_path):
     """The default's tiny ViT trained 150 steps: no NOP events is not a failure of the claims
     but a model below the scale of the phenomenon."""
     tables = _u9_tables(tmp_path, (0, 1, 2), paper_like=True, scale=TINY, nop=False)
-    claims = u9.claims(tables, {"claim_model": TRAINED_LABEL, "scale": "default"})
+    claims = u9.claims(tables, U9_CLAIMS)
     assert claims["U9.baseline_parameters"].value == pytest.approx(0.20736)
     assert claims["U9.baseline_images_seen"].value == pytest.approx(TINY[1] * 512 / 1e6)
     for control in ("U9.baseline_parameters", "U9.baseline_images_seen"):
@@ -524,7 +696,7 @@ def test_u9_without_broadcast_events_on_the_register_variant(tmp_path):
         heads["vit-registers-s0"] = _heads([[(0, NOP)], []])
 
     found = _u9_tables(tmp_path, (0,), paper_like=True, edit=no_broadcast)
-    claims = u9.claims(found, {"claim_model": "m", "scale": "t"})
+    claims = u9.claims(found, U9_CLAIMS)
     share = claims["U9.registers_take_broadcast"]
     assert np.isnan(share.value) and share.interval.n == 0
     assert share.note == "0 of 0 Broadcast events of the register variant sit on registers"
@@ -534,12 +706,13 @@ def test_u9_manifest_without_parameters_names_the_key(tmp_path):
     models = _u9_models((0,))
     manifests = _manifests(tmp_path, dict.fromkeys(models, LARGE))
     Path(manifests[0]).write_text(json.dumps({"name": "x"}))
-    settings = {"models": models, "variants": VARIANTS[:3], "first_counted_layer": 1}
+    settings = _u9_settings(models)
     heads = _write(tmp_path, "heads", _u9_heads(models, paper_like=True))
     with pytest.raises(ValueError, match="has no 'parameters': rebuild the model cache of"):
         curves = _write(tmp_path, "curves", _u9_curves(models, emergence=False))
-        inputs = {"heads": heads, "manifests": manifests, "curves": curves}
-        u9.tables(inputs, settings | {"batch_size": 4})
+        norms = _write(tmp_path, "norms", _u9_norms(settings["norms_models"], paper_like=True))
+        inputs = {"heads": heads, "manifests": manifests, "curves": curves, "norms": norms}
+        u9.tables(inputs, settings)
 
 
 # --- S8 -------------------------------------------------------------------------------------------
@@ -547,12 +720,12 @@ def test_u9_manifest_without_parameters_names_the_key(tmp_path):
 
 def _norms(n_images: int, outliers, registers: int, outlier_std: float) -> pd.DataFrame:
     """CLS, registers and 99 patch tokens per image; `outliers(sample)` of the patches at norm
-    100 with pixel std `outlier_std`, the others at norm ~10 with pixel std in [0.5, 1]."""
+    200 with pixel std `outlier_std`, the others at norm ~10 with pixel std in [0.5, 1]."""
     rng = np.random.default_rng(registers)
     frames = []
     for sample in range(n_images):
         k = outliers(sample)
-        norm = np.r_[10.0, np.full(registers, 50.0), np.full(k, 100.0), rng.uniform(9, 11, 99 - k)]
+        norm = np.r_[10.0, np.full(registers, 50.0), np.full(k, 200.0), rng.uniform(9, 11, 99 - k)]
         std = np.r_[
             np.full(1 + registers, np.nan), np.full(k, outlier_std), rng.uniform(0.5, 1, 99 - k)
         ]
@@ -585,20 +758,30 @@ def _map(registers: int) -> pd.DataFrame:
 
 
 S8_CLAIMS = [c for c in CHECKS if c.startswith("S8.")]
-S8_MODELS = {
-    f"m-{name}-s{seed}": {"pair": pair, "role": role, "seed": seed}
+S8_TRAINED = {
+    f"m-{name}-s{seed}": {"pair": pair, "role": role, "seed": seed, "null": False}
     for pair, roles in (("a / b", ("a", "b")), ("c / d", ("c", "d")))
     for role, name in zip(("without", "with"), roles, strict=True)
     for seed in (0, 1)
 }
+S8_MODELS = S8_TRAINED | {  # the seed-0 models' nulls, of either pair as the claim pair
+    f"{model}@init": {**info, "null": True}
+    for model, info in S8_TRAINED.items()
+    if info["seed"] == 0
+}
+PAPER_RULE = {"kind": "absolute", "value": 150}  # the rule of config/paper.yaml
+PAPER_SETTINGS = {"mitigation.s8.outlier": PAPER_RULE}  # the config control's value
 
 
-def _s8_tables(tmp_path, parameters: int = 1_136_480_768):
-    """Pair a / b as in the paper: 1-3 outliers per image on flat patches without registers,
-    none with. Pair c / d the other way: as many outliers with registers, on busy patches,
-    10-12 % of the patches. Every model has `parameters` (default: DINOv2 ViT-g's)."""
+def _s8_tables(tmp_path, parameters: int = 1_136_480_768, outlier=PAPER_RULE):
+    """Pair a / b as in the paper: 1-3 outliers (norm 200) per image on flat patches without
+    registers, none with. Pair c / d the other way: as many outliers with registers, on busy
+    patches, 10-12 % of the patches. Nulls: no outlier. Every model has `parameters` (default:
+    DINOv2 ViT-g's); outliers by the rule `outlier` (default: the paper's)."""
 
     def outliers(model):
+        if S8_MODELS[model]["null"]:
+            return lambda s: 0
         name = model.split("-")[1]
         return {
             "a": lambda s: 1 + s % 3,
@@ -615,17 +798,22 @@ def _s8_tables(tmp_path, parameters: int = 1_136_480_768):
         "maps": _write(tmp_path, "maps", {m: _map(registers[m]) for m in S8_MODELS}),
         "manifests": _manifests(tmp_path, dict.fromkeys(S8_MODELS, (parameters, 0))),
     }
-    settings = {"models": S8_MODELS, "outlier": {"kind": "relative", "value": 3.0}, "bins": 10}
+    settings = {"models": S8_MODELS, "outlier": outlier, "bins": 10}
     return _round_trip(tmp_path, "S8", s8.tables(inputs, settings))
+
+
+def _s8_claims(tables, pair: str, outlier=PAPER_RULE) -> dict[str, Measured]:
+    return s8.claims(tables, {"claim_model": pair, "scale": "default", "outlier": outlier})
 
 
 def test_s8_tables_figure_and_claims_on_the_papers_side(tmp_path):
     tables = _s8_tables(tmp_path)
     shares = tables["shares"].set_index("model")
     assert shares.loc["m-a-s0", "outlier_share"] == pytest.approx(100 * 15 / (8 * 99))
-    assert shares.loc["m-b-s0", "register_outlier_share"] == 100.0  # 50 > 3 x median of ~10
+    assert shares.loc["m-b-s0", "register_outlier_share"] == 0.0  # 50 < 150
     assert np.isnan(shares.loc["m-a-s0", "register_outlier_share"])
     assert shares.loc["m-a-s0", "parameters"] == 1_136_480_768
+    assert shares.loc["m-a-s0@init", "outlier_share"] == 0 and shares.loc["m-a-s0@init", "null"]
     images = tables["images"].set_index(["model", "sample"])
     assert images.loc[("m-a-s0", 2), "outliers"] == 3
     assert images.loc[("m-a-s0", 2), "lower_std"] == 1.0
@@ -635,15 +823,15 @@ def test_s8_tables_figure_and_claims_on_the_papers_side(tmp_path):
         800,
         800,
     ]
-    assert (
-        tables["maps"].role.tolist()
-        == ["without"] * 2 + ["with"] * 2 + ["without"] * 2 + ["with"] * 2
-    )
+    assert set(tables["histogram"].model) == set(S8_TRAINED)  # the nulls' norms: no histogram
+    maps = tables["maps"][~tables["maps"].null]
+    assert maps.role.tolist() == ["without"] * 2 + ["with"] * 2 + ["without"] * 2 + ["with"] * 2
 
-    claims = s8.claims(tables, {"claim_model": "a / b", "scale": "default"})
+    claims = _s8_claims(tables, "a / b")
     share = claims["S8.outlier_share"]
     assert share.value == pytest.approx(100 * 15 / (8 * 99))
-    drawn = tables["outliers"].set_index(["pair", "role"]).loc[("a / b", "without")]
+    assert share == claims["S8.outliers_without_registers"]  # a fixed norm: the text's count
+    drawn = tables["outliers"].set_index(["pair", "role", "null"]).loc[("a / b", "without", False)]
     assert [drawn.outlier_share, drawn.low, drawn.high] == pytest.approx(
         [share.value, share.interval.low, share.interval.high]
     )  # the figure's bar is the claim, with its interval
@@ -655,9 +843,9 @@ def test_s8_tables_figure_and_claims_on_the_papers_side(tmp_path):
     for claim in S8_CLAIMS:
         assert verdict(claims, claim, "bootstrap over images") is True, claim
         assert claims[claim].interval.n == 8
-        assert judged(claim, claims)[0] == scorecard.REPLICATED, claim
+        assert judged(claim, claims, PAPER_SETTINGS)[0] == scorecard.REPLICATED, claim
     assert number_after(share.note, "images:") == pytest.approx(share.value, abs=0.005)
-    assert "2 seed(s), 8 images" in share.note
+    assert "2 seed(s), 8 images" in share.note and "(norm > 150)" in share.note
     low = claims["S8.outliers_low_information"].note
     assert number_after(low, "mean over 8 images:") == 1.0
     assert number_after(low, "mean pixel std of outlier patches") == 0.01
@@ -667,11 +855,58 @@ def test_s8_tables_figure_and_claims_on_the_papers_side(tmp_path):
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles[:3] == ["a / b", "c / d", "high-norm outliers"]
     assert "image 0" in titles
+    bars = fig.axes[2]
+    assert len(bars.patches) == 4 and list(bars.lines[-1].get_ydata()) == [0.0] * 4  # nulls
+
+
+def test_s8_nulls_are_the_untrained_copies_of_the_claim_pair(tmp_path):
+    """No outlier in the nulls: their share is 0 within the exact Poisson bound of no event in
+    their patch tokens, the ratio and the low-information share have no value (the notes say
+    why), the parameter count is their parents': no null passes its check."""
+    tables = _s8_tables(tmp_path)
+    claims = _s8_claims(tables, "a / b")
+    nulls = {claim: measured.null for claim, measured in claims.items()}
+    assert all(null is not None for null in nulls.values())
+    share = nulls["S8.outlier_share"]
+    assert share.value == 0 and share.interval.n == 8 * 99
+    assert share.interval.high == pytest.approx(100 * 3.6889 / (8 * 99), rel=1e-4)
+    assert share.note.startswith("m-a-s0@init, m-b-s0@init (the pair's seed-0 models")
+    assert "(no outlier in 792 patch tokens: exact Poisson bound)" in share.note
+    ratio = nulls["S8.registers_remove_outliers"]
+    assert np.isnan(ratio.value) and "(no ratio: no outlier without registers)" in ratio.note
+    low = nulls["S8.outliers_low_information"]
+    assert np.isnan(low.value) and "undefined (no image with an outlier)" in low.note
+    assert nulls["S8.parameters"].value == claims["S8.parameters"].value
+    records = {claim: measured.record() for claim, measured in claims.items()}
+    for claim in S8_CLAIMS:
+        entry = next(c for c in load_claims() if c["id"] == claim)
+        assert scorecard.null_passes(entry, records) is False, claim
+
+
+def test_s8_outlier_share_has_no_value_under_a_relative_rule(tmp_path):
+    """The default's rule (3 x the median patch norm) is not the text's count of norms above a
+    fixed value: S8.outlier_share has no value (its note gives the run's share), the share by
+    the run's rule is S8.outliers_without_registers, the control of the other S8 rows, and
+    the row is not testable where the config control finds another rule."""
+    tables = _s8_tables(tmp_path, outlier=RELATIVE)
+    shares = tables["shares"].set_index("model")
+    assert shares.loc["m-b-s0", "register_outlier_share"] == 100.0  # 50 > 3 x median of ~10
+    claims = _s8_claims(tables, "a / b", RELATIVE)
+    share, own = claims["S8.outlier_share"], claims["S8.outliers_without_registers"]
+    assert np.isnan(share.value) and np.isnan(share.null.value)
+    assert own.value == pytest.approx(100 * 15 / (8 * 99))
+    assert f"by its rule {own.value:.2f} % of patch tokens are outliers" in share.note
+    assert "relative rule (norm > 3 x the model's median patch norm)" in share.note
+    found, reason = judged("S8.outlier_share", claims, {"mitigation.s8.outlier": RELATIVE})
+    assert found == NOT_TESTABLE and "(mitigation.s8.outlier = {" in reason
+    assert "this run sets {'kind': 'relative', 'value': 3.0}" in reason
+    for claim in ("S8.registers_remove_outliers", "S8.outliers_low_information"):
+        assert judged(claim, claims)[0] == scorecard.REPLICATED, claim  # read by the run's rule
 
 
 def test_s8_claims_on_the_other_side(tmp_path):
     tables = _s8_tables(tmp_path)
-    claims = s8.claims(tables, {"claim_model": "c / d", "scale": "default"})
+    claims = _s8_claims(tables, "c / d")
     assert claims["S8.outlier_share"].value == pytest.approx(100 * 11 / 99, abs=0.2)
     assert claims["S8.registers_remove_outliers"].value == pytest.approx(1.0)
     assert claims["S8.outliers_low_information"].value == 0.0
@@ -685,14 +920,28 @@ def test_s8_claims_on_the_other_side(tmp_path):
 
 
 def test_registry_gives_one_input_per_model(smoke_config):
+    """One input per model of each exhibit's settings: U9's training logs per trained ViT and its
+    token norms per model of the baseline and gate + registers; the nulls of each variant's
+    seed 0 (U9) and of the claim pair's seed 0 (S8) among the models."""
     plan = Plan(smoke_config)
     for exhibit in ("U8", "U9", "S8"):
-        models = EXHIBITS[exhibit].settings(plan, "tables")["models"]
-        for paths in EXHIBITS[exhibit].inputs(plan).values():
+        settings = EXHIBITS[exhibit].settings(plan, "tables")
+        for name, paths in EXHIBITS[exhibit].inputs(plan).items():
+            models = settings.get(f"{name}_models", settings["models"])
             assert len(paths) == len(models)
             assert all(f"/{model}" in path for model, path in zip(models, paths, strict=True))
     u9_models = EXHIBITS["U9"].settings(plan, "tables")["models"]
-    assert u9_models["vit-registers-s0"] == {"variant": "registers", "seed": 0, "registers": 2}
+    labels = {"variant": "registers", "seed": 0, "registers": 2}
+    assert u9_models["vit-registers-s0"] == {**labels, "null": False}
+    assert u9_models["vit-registers-s0@init"] == {**labels, "null": True}
+    assert sum(info["null"] for info in u9_models.values()) == 4  # one per variant
+    norms_models = EXHIBITS["U9"].settings(plan, "tables")["norms_models"]
+    assert {info["variant"] for info in norms_models.values()} == set(U9_NORM_VARIANTS)
+    s8_models = EXHIBITS["S8"].settings(plan, "tables")["models"]
+    assert [m for m, info in s8_models.items() if info["null"]] == [
+        "vit-baseline-s0@init",
+        "vit-registers-s0@init",
+    ]
     assert EXHIBITS["U8"].settings(plan, "claims")["claim_model"] == "vit-<variant>-s<r>, r < 1"
     assert EXHIBITS["S8"].settings(plan, "claims")["claim_model"] == "baseline / registers"
 
@@ -746,13 +995,15 @@ def test_s8_without_outliers_measures_no_ratio(tmp_path):
     without = images.pair.eq("a / b") & images.role.eq("without")
     images.loc[without, ["outliers", "outlier_share"]] = 0
     images.loc[without, ["lower_std", "outlier_pixel_std"]] = np.nan
-    claims = s8.claims(tables | {"images": images}, {"claim_model": "a / b", "scale": "t"})
+    claims = _s8_claims(tables | {"images": images}, "a / b")
     share = claims["S8.outlier_share"]  # the control of the other two claims is undecided
     assert share.value == 0 and share.interval.low == 0 and share.interval.n == 2 * 8 * 99
     assert share.interval.high == pytest.approx(100 * 3.6889 / (2 * 8 * 99), rel=1e-4)
     assert "(no outlier in 1584 patch tokens: exact Poisson bound)" in share.note
-    assert judge(CONTROLS["S8.outlier_share"], share.interval.low, share.interval.high) is None
-    assert judged("S8.outlier_share", claims)[0] == NOT_REPLICATED  # ViT-g sized: 2.37 % is not 0
+    control = CONTROLS["S8.outliers_without_registers"]
+    assert judge(control, share.interval.low, share.interval.high) is None
+    found = judged("S8.outlier_share", claims, PAPER_SETTINGS)[0]
+    assert found == NOT_REPLICATED  # ViT-g sized: 2.37 % is not 0
     for claim in ("S8.registers_remove_outliers", "S8.outliers_low_information"):
         assert np.isnan(claims[claim].value)
         assert (claims[claim].interval.low, claims[claim].interval.high) == (-np.inf, np.inf)
@@ -764,10 +1015,10 @@ def test_s8_below_the_literatures_scale_is_not_testable(tmp_path):
     which Darcet et al. see the outliers."""
     tables = _s8_tables(tmp_path, parameters=TINY[0])
     for pair in ("a / b", "c / d"):
-        claims = s8.claims(tables, {"claim_model": pair, "scale": "default"})
+        claims = _s8_claims(tables, pair)
         assert verdict(claims, "S8.parameters", "exact") is False
         for claim in S8_CLAIMS:
-            found, reason = judged(claim, claims)
+            found, reason = judged(claim, claims, PAPER_SETTINGS)
             assert found == NOT_TESTABLE, claim
             assert "(S8.parameters >= 300) lacks it: measured 0.2074" in reason, claim
 
@@ -782,5 +1033,7 @@ def test_model_scale_of_a_released_model_has_no_training_length(tmp_path):
     assert scale.parameters.tolist() == [207_360, 1_136_480_768]
     assert scale.steps.iloc[0] == TINY[1] and np.isnan(scale.steps.iloc[1])
     assert np.isnan(scale.depth.iloc[1])
+    null = _manifests(tmp_path, {"vit-baseline-s0@init": TINY})  # a null: never trained
+    assert vision_tables.model_scale(null, ["vit-baseline-s0@init"]).steps.tolist() == [0]
     with pytest.raises(ValueError, match="2 manifests for 1 models"):
         vision_tables.model_scale([*paths, str(released)], ["dinov2-g"])

@@ -260,5 +260,6 @@ def test_trained_variant_is_a_model_cache_the_diagnostics_read(table, tmp_path):
     (batch, samples), *_ = batches(inputs, loaded, 4, "cpu")
     assert batch["pixel_values"].shape == (3, 3, 16, 16) and list(samples) == [0, 1, 2]
     result = stage.probe_model(settings, model, 0, table, "cpu")
-    assert list(result.metric) == ["top1", "miou"]
-    assert result.value.between(0, 100).all() and result["value"].iloc[1] <= 1
+    assert list(result.metric) == ["top1", "top1", "miou", "miou"]
+    assert list(result.labels) == ["true", "permuted"] * 2  # each probe and its null
+    assert result.value.between(0, 100).all() and (result[result.metric == "miou"].value <= 1).all()

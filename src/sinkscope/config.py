@@ -107,7 +107,12 @@ UPSTREAM_READS = {
         "mitigation.probes",
         "device",
     ],
-    "mitigation_norms": ["extract.batch_size", "mitigation.s8.maps", "device"],
+    "mitigation_norms": [
+        "extract.batch_size",
+        "mitigation.s8.maps",
+        "diagnostics.nulls.inputs",
+        "device",
+    ],
     "scorecard": ["scale"],
     "run_cost": ["scale"],
 }

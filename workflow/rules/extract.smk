@@ -38,7 +38,7 @@ rule extract:
         samples=lambda w: null_inputs(w.model),
         device=config["device"],
         code=code_of("extract.py"),
-    threads: lambda wildcards: 1 if wildcards.model in TRAINED else 2  # tiny ViTs: two at once
+    threads: lambda w: 1 if parent_of(w.model) in TRAINED else 2  # tiny ViTs: two at once
     log:
         "logs/extract/{model}.log",
     benchmark:

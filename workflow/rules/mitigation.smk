@@ -1,8 +1,9 @@
 # mitigation: ViT variants (baseline, registers, elementwise / headwise gate, gate + registers)
 # trained with LeJEPA, written as model caches (resources/models/vit-<variant>-s<r>/) that the
 # extraction and diagnostics rules read like any other model; their frozen linear probes (U8)
-# and the token norms of ViTs with and without registers (S8). The exhibits U8, U9 and S8 read
-# these per-model results (exhibits.smk). Logic in sinkscope.vision; each rule gets only the
+# (each also trained on permuted labels, their null) and the token norms of ViTs with and
+# without registers and of their nulls (S8, U9). The exhibits U8, U9 and S8 read these
+# per-model results (exhibits.smk). Logic in sinkscope.vision; each rule gets only the
 # settings its script reads (sinkscope.vision.params), so a probe or S8 setting retrains no ViT.
 
 from sinkscope.vision import params as vision_params
@@ -88,15 +89,17 @@ rule mitigation_probe:
 
 
 rule mitigation_norms:
-    """S8: token norms at the last layer's output and CLS attention maps of one ViT."""
+    """S8, U9: token norms at the last layer's output and CLS attention maps of one ViT (or of
+    its null, on the first inputs of its parent)."""
     input:
         manifest=model_manifest("{model}"),
-        inputs="resources/data/{model}.parquet",
+        inputs=lambda w: inputs_of(w.model),
     output:
         norms="results/mitigation/norms/{model}.parquet",
         maps="results/mitigation/norms/{model}_maps.parquet",
     params:
         registers=lambda w: model_entry(w.model).get("registers", 0),
+        samples=lambda w: null_inputs(w.model),
         batch_size=config["extract"]["batch_size"],
         maps=MITIGATION["s8"]["maps"],
         device=config["device"],

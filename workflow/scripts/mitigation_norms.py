@@ -10,6 +10,8 @@ from sinkscope.vision.norms import output_norms
 smk = snakemake  # noqa: F821 (provided by Snakemake)
 log, device, recorder, model, manifest = model_job(smk)
 table = pd.read_parquet(smk.input.inputs)
+if smk.params.samples:  # a null reads the first inputs of its parent
+    table = table.head(smk.params.samples)
 norms, maps = output_norms(
     model,
     batches(table, manifest, smk.params.batch_size, device),

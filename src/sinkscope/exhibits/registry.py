@@ -265,12 +265,48 @@ def _trained_registers(plan: Plan) -> dict[str, dict[str, Any]]:
     }
 
 
+def _and_nulls(models: dict[str, dict[str, Any]], of: list[str]) -> dict[str, dict[str, Any]]:
+    """`models` ({model: labels}) each labelled `null: False`, then the null of each model of
+    `of` (its copy with the weights drawn afresh, `models.sources.null_of`) with that model's
+    labels and `null: True`. A null's weights depend on its architecture and
+    `diagnostics.nulls.seed` alone, so the nulls of a variant's seeds would be one model:
+    `of` names one seed of each."""
+    return {
+        **{model: {**labels, "null": False} for model, labels in models.items()},
+        **{null_of(model): {**models[model], "null": True} for model in of},
+    }
+
+
+def _u9_models(plan: Plan) -> dict[str, dict[str, Any]]:
+    """The trained ViTs (variant, seed, registers) and the null of each variant's seed 0."""
+    trained = _trained_registers(plan)
+    return _and_nulls(trained, [m for m, info in trained.items() if info["seed"] == 0])
+
+
+# the variants whose token norms U9 compares (gate + registers against the baseline); an input
+# that is not one per model of `models` (U9's training logs and token norms) is one per model of
+# the setting `<input>_models`
+U9_NORM_VARIANTS = ("baseline", "gate-registers")
+
+
+def _u9_norm_models(plan: Plan) -> dict[str, dict[str, Any]]:
+    return {m: info for m, info in _u9_models(plan).items() if info["variant"] in U9_NORM_VARIANTS}
+
+
 def _trained_label(plan: Plan) -> str:
     return f"vit-<variant>-s<r>, r < {plan.get('mitigation.n_seeds')}"
 
 
 def _s8_label(plan: Plan) -> str:
     return next(iter(plan.s8_pairs().values()))["pair"]
+
+
+def _s8_models(plan: Plan) -> dict[str, dict[str, Any]]:
+    """The S8 pairs' models (pair, role, seed) and the nulls of the claim pair's seed 0."""
+    pairs, claimed = plan.s8_pairs(), _s8_label(plan)
+    return _and_nulls(
+        pairs, [m for m, info in pairs.items() if info["pair"] == claimed and info["seed"] == 0]
+    )
 
 
 def _control_thresholds(controls: dict[str, tuple[str, str]]) -> Callable[[Plan], dict]:
@@ -516,20 +552,26 @@ EXHIBITS: dict[str, Exhibit] = {
         ),
         Exhibit(
             id="U9",
-            title="ViT mitigations: sink classes and locations",
-            tables=("table", "events", "images", "reference", "emergence", "models"),
+            title="ViT mitigations: sink classes, locations and token norms",
+            tables=("table", "events", "images", "reference", "emergence", "models", "norms"),
             inputs=lambda plan: {
-                "heads": _per_model(_trained, "results/extract/{model}/heads.parquet")(plan),
-                "manifests": _per_model(_trained, "resources/models/{model}/manifest.json")(plan),
+                "heads": _per_model(_u9_models, "results/extract/{model}/heads.parquet")(plan),
+                "manifests": _per_model(_u9_models, "resources/models/{model}/manifest.json")(plan),
                 "curves": _per_model(_trained, "results/mitigation/train/{model}.parquet")(plan),
+                "norms": _per_model(_u9_norm_models, "results/mitigation/norms/{model}.parquet")(
+                    plan
+                ),
             },
             table_settings={
-                "models": _trained_registers,
+                "models": _u9_models,
+                "curves_models": _trained,
+                "norms_models": _u9_norm_models,
                 "variants": "mitigation.variants",
                 "first_counted_layer": "diagnostics.first_counted_layer",
                 "batch_size": "mitigation.train.batch_size",
+                "outlier": "mitigation.s8.outlier",
             },
-            claim_settings={"claim_model": _trained_label},
+            claim_settings={"claim_model": _trained_label, "outlier": "mitigation.s8.outlier"},
             figure_settings={
                 "thresholds": _control_thresholds(
                     {
@@ -545,22 +587,18 @@ EXHIBITS: dict[str, Exhibit] = {
             title="high-norm tokens with and without registers",
             tables=("shares", "images", "outliers", "histogram", "maps"),
             inputs=lambda plan: {
-                "norms": _per_model(Plan.s8_pairs, "results/mitigation/norms/{model}.parquet")(
+                "norms": _per_model(_s8_models, "results/mitigation/norms/{model}.parquet")(plan),
+                "maps": _per_model(_s8_models, "results/mitigation/norms/{model}_maps.parquet")(
                     plan
                 ),
-                "maps": _per_model(Plan.s8_pairs, "results/mitigation/norms/{model}_maps.parquet")(
-                    plan
-                ),
-                "manifests": _per_model(Plan.s8_pairs, "resources/models/{model}/manifest.json")(
-                    plan
-                ),
+                "manifests": _per_model(_s8_models, "resources/models/{model}/manifest.json")(plan),
             },
             table_settings={
-                "models": Plan.s8_pairs,
+                "models": _s8_models,
                 "outlier": "mitigation.s8.outlier",
                 "bins": "mitigation.s8.bins",
             },
-            claim_settings={"claim_model": _s8_label},
+            claim_settings={"claim_model": _s8_label, "outlier": "mitigation.s8.outlier"},
             mem_mb=4000,
         ),
     )

@@ -2,14 +2,18 @@
 
 Pairs of models (without registers, with registers): at the default scale the trained variants
 (baseline / registers and gate / gate-registers, every seed), at paper scale DINOv2 ViT-g and
-its registers version. Per model: the norms of the tokens at the output of the last layer, the
-share of high-norm patch tokens (`sinkscope.metrics.outlier_share`), the CLS attention over the
-patches, and per image how the outlier patches compare with the others in pixel standard deviation
-(a flat, low-information patch has a low one). Claims are per image, averaged over the seeds of
-the claim pair, with intervals bootstrapped over the images; a pair without any outlier gives
-the outlier share the exact Poisson upper bound of no event in its patch tokens (a bootstrap of
-zeros would claim [0, 0]). The scale control: the parameter count of the models without
-registers, from their caches' manifests.
+its registers version; beside them the null of the claim pair's seed-0 models (each with its
+weights drawn afresh, `models.sources.null_of`), on which every claim is measured again. Per
+model: the norms of the tokens at the output of the last layer, the share of high-norm patch
+tokens by the run's rule (`mitigation.s8.outlier`, `vision_tables.outlier_shares`), the CLS
+attention over the patches, and per image how the outlier patches compare with the others in
+pixel standard deviation (a flat, low-information patch has a low one). Claims are per image,
+averaged over the seeds of the claim pair, with intervals bootstrapped over the images; a pair
+without any outlier gives the outlier share the exact Poisson upper bound of no event in its
+patch tokens (a bootstrap of zeros would claim [0, 0]). `S8.outlier_share`, the share the text
+states (tokens above a fixed norm), has a value only under an absolute rule; under a relative
+one the share is `S8.outliers_without_registers` alone. The scale control: the parameter count
+of the models without registers, from their caches' manifests.
 """
 
 from __future__ import annotations
@@ -19,100 +23,38 @@ import math
 import numpy as np
 import pandas as pd
 
-from .. import metrics
-from ..stats import Interval, bootstrap, event_rate, exact, undecided
-from . import Measured
-from .vision_tables import labelled, model_scale
+from ..stats import bootstrap, exact, undecided
+from . import Measured, with_nulls
+from .vision_tables import (
+    describe_rule,
+    labelled,
+    model_scale,
+    outlier_images,
+    outlier_shares,
+    per_image,
+    share_interval,
+)
 
 ROLES = ("without", "with")
+LABELS = ["pair", "role", "seed", "null"]  # each model's labels (`settings["models"]`)
 
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
     """Outlier shares and parameter counts of every model (`shares`), outlier shares of each of
-    its images (`images`), norm histograms and the CLS maps, each labelled with the model's pair,
-    role and seed."""
+    its images (`images`), the share per pair and role with its interval (`outliers`), norm
+    histograms of the trained models and the CLS maps, each labelled with the model's pair,
+    role, seed and whether it is a null."""
     tokens = labelled(inputs["norms"], settings["models"])
     scale = model_scale(inputs["manifests"], list(settings["models"]))
-    shares = _shares(tokens, settings["outlier"]).merge(scale, on="model")
-    images = _images(tokens, shares)
+    shares = outlier_shares(tokens, settings["outlier"], LABELS).merge(scale, on="model")
+    images = outlier_images(tokens, shares, LABELS)
     return {
         "shares": shares,
         "images": images,
         "outliers": _outliers(images),
-        "histogram": _histogram(tokens, settings["bins"]),
+        "histogram": _histogram(tokens[~tokens.null], settings["bins"]),
         "maps": labelled(inputs["maps"], settings["models"]),
     }
-
-
-def _shares(tokens: pd.DataFrame, outlier: dict) -> pd.DataFrame:
-    """Per model (rows of `tokens` carry model, pair, role, seed): outlier shares and norms."""
-    rows = []
-    for (model, pair, role, seed), part in tokens.groupby(
-        ["model", "pair", "role", "seed"], sort=False
-    ):
-        patch = part[part.kind == "patch"].norm.to_numpy()
-        registers = part[part.kind == "register"].norm.to_numpy()
-        threshold = metrics.outlier_threshold(patch, outlier["kind"], outlier["value"])
-        register_share = metrics.outlier_share(registers, threshold) if len(registers) else np.nan
-        rows.append(
-            {
-                "model": model,
-                "pair": pair,
-                "role": role,
-                "seed": seed,
-                "patch_tokens": len(patch),
-                "median_patch_norm": float(np.median(patch)),
-                "max_patch_norm": float(patch.max()),
-                "threshold": threshold,
-                "outlier_share": metrics.outlier_share(patch, threshold),
-                "register_outlier_share": register_share,
-                "cls_norm": float(part[part.kind == "cls"].norm.median()),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def lower_share(outliers: np.ndarray, others: np.ndarray) -> float:
-    """The share of (outlier, other) pairs in which the outlier has the lower value (ties count
-    one half); NaN without a pair."""
-    if not len(outliers) or not len(others):
-        return float("nan")
-    below = (outliers[:, None] < others[None, :]).mean()
-    return float(below + 0.5 * (outliers[:, None] == others[None, :]).mean())
-
-
-def _images(tokens: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame:
-    """Per model and image: the share of patch tokens above the model's threshold (%), the mean
-    pixel standard deviation of the outlier and of the other patches, and `lower_std`: the share
-    of (outlier, other) patch pairs of the image in which the outlier patch has the lower pixel
-    standard deviation (NaN when the image has no outlier)."""
-    thresholds = shares.set_index("model").threshold
-    patches = tokens[tokens.kind == "patch"]
-    if "pixel_std" not in patches:
-        patches = patches.assign(pixel_std=np.nan)
-    rows = []
-    for (model, pair, role, seed, sample), part in patches.groupby(
-        ["model", "pair", "role", "seed", "sample"], sort=False
-    ):
-        high = part.norm.to_numpy() > thresholds[model]
-        std = part.pixel_std.to_numpy()
-        known = not np.isnan(std).any()
-        rows.append(
-            {
-                "model": model,
-                "pair": pair,
-                "role": role,
-                "seed": seed,
-                "sample": sample,
-                "patch_tokens": len(part),
-                "outliers": int(high.sum()),
-                "outlier_share": 100 * float(high.mean()),
-                "outlier_pixel_std": float(std[high].mean()) if high.any() else np.nan,
-                "other_pixel_std": float(std[~high].mean()) if (~high).any() else np.nan,
-                "lower_std": lower_share(std[high], std[~high]) if known else np.nan,
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 def _histogram(tokens: pd.DataFrame, bins: int) -> pd.DataFrame:
@@ -142,24 +84,38 @@ def _histogram(tokens: pd.DataFrame, bins: int) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def _per_image(images: pd.DataFrame, role: str, column: str) -> pd.Series:
+def _role(images: pd.DataFrame, role: str, column: str = "outlier_share") -> pd.Series:
     """A column of the pair's models in one role, per image (sample), mean over the seeds that
     have a value."""
-    return images[images.role == role].groupby("sample")[column].mean()
+    return per_image(images[images.role == role], column)
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     """On the claim model's pair, per image and averaged over seeds: the outlier share without
-    registers, its ratio with / without registers, and whether the outliers sit on flat patches;
+    registers (by the run's rule, and as the text states it only where that rule is a fixed
+    norm), its ratio with / without registers, and whether the outliers sit on flat patches;
     intervals bootstrapped over the images. Beside them, the scale control: the parameter count
-    of the pair's models without registers (millions, the smallest)."""
-    pair = settings["claim_model"]
-    images = tables["images"][tables["images"].pair == pair]
+    of the pair's models without registers (millions, the smallest). Each measured on the pair's
+    null as well."""
+    pair, rule = settings["claim_model"], settings["outlier"]
+    images, shares = tables["images"], tables["shares"]
+    images = images[images.pair == pair]
+    found, nulls = (
+        _measure(images[images.null == null], shares[shares.null == null], pair, rule)
+        for null in (False, True)
+    )
+    named = ", ".join(sorted(shares[(shares.pair == pair) & shares.null].model))
+    return with_nulls(found, nulls, f"{named} (the pair's seed-0 models, weights drawn afresh):")
+
+
+def _measure(
+    images: pd.DataFrame, shares: pd.DataFrame, pair: str, rule: dict
+) -> dict[str, Measured]:
+    """S8's claims and controls on the models of `images` and `shares` (the pair's trained
+    models, or its nulls)."""
     seeds = images.seed.nunique()
-    without = _per_image(images, "without", "outlier_share")
-    both = pd.concat(
-        {role: _per_image(images, role, "outlier_share") for role in ROLES}, axis=1
-    ).dropna()
+    without = _role(images, "without")
+    both = pd.concat({role: _role(images, role) for role in ROLES}, axis=1).dropna()
     share_with = float(both["with"].mean())
     head = f"{pair}, {seeds} seed(s)"
 
@@ -172,24 +128,29 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
     removed = ratio(both["with"], both["without"])
     removal = bootstrap(ratio, both["with"].to_numpy(), both["without"].to_numpy(), unit="images")
-    if not np.isfinite(removed):  # no outlier without registers: nothing to remove, no ratio
-        removed = float("nan")
+    if np.isfinite(removed):
+        shown = f"ratio {removed:.3f}"
+    else:  # no outlier without registers: nothing to remove, no ratio
+        removed, shown = float("nan"), "no ratio: no outlier without registers"
+    outliers = _outliers_without(images, without, pair, head, rule)
     found = {
-        "S8.outlier_share": _outlier_share(images, without, pair, head),
+        "S8.outliers_without_registers": outliers,
+        "S8.outlier_share": _outlier_share(outliers, rule),
         "S8.registers_remove_outliers": Measured(
             removed,
             pair,
             f"{head}, {len(both)} images: {both['without'].mean():.2f} % of patch tokens above "
-            f"the threshold without registers, {share_with:.2f} % with (ratio {removed:.3f})",
+            f"the threshold without registers, {share_with:.2f} % with ({shown})",
             removal,
         ),
     }
-    lower = _per_image(images, "without", "lower_std").dropna()
+    lower = _role(images, "without", "lower_std").dropna()
     flat = images[(images.role == "without") & (images.outliers > 0)]
     if len(lower):
         interval = bootstrap(mean, lower.to_numpy(), unit="images")
     else:
         interval = undecided(0, "bootstrap over images")
+    shown = f"{mean(lower):.3f}" if len(lower) else "undefined (no image with an outlier)"
     found["S8.outliers_low_information"] = Measured(
         mean(lower) if len(lower) else float("nan"),
         pair,
@@ -198,51 +159,56 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         f"mean pixel std of outlier patches {flat.outlier_pixel_std.mean():.4f} vs other patches "
         f"{flat.other_pixel_std.mean():.4f} on those images; share of (outlier, other) patch "
         f"pairs of an image where the outlier patch has the lower pixel std, mean over "
-        f"{len(lower)} images: {mean(lower) if len(lower) else float('nan'):.3f}",
+        f"{len(lower)} images: {shown}",
         interval,
     )
-    found["S8.parameters"] = _parameters(tables["shares"], pair)
+    found["S8.parameters"] = _parameters(shares, pair)
     return found
 
 
-def _share_interval(images: pd.DataFrame, role: str) -> tuple[pd.Series, Interval]:
-    """The outlier share (%) of a pair's models in one role, per image (mean over seeds), and
-    the interval of its mean: bootstrapped over the images; with no outlier at all, the exact
-    Poisson upper bound of 0 events in their patch tokens."""
-    per_image = _per_image(images, role, "outlier_share")
-    counted = images[images.role == role]
-    if counted.outliers.sum():
-        return per_image, bootstrap(
-            lambda a: float(np.mean(a)), per_image.to_numpy(), unit="images"
-        )
-    bound = event_rate(0, int(counted.patch_tokens.sum()), "patch tokens")
-    return per_image, Interval(0.0, 100 * bound.high, bound.n, bound.basis)
-
-
 def _outliers(images: pd.DataFrame) -> pd.DataFrame:
-    """Per pair and role: the outlier share (%, per image, mean over seeds) with the interval
-    the claims give it (`_share_interval`), for the figure."""
+    """Per pair, role and null: the outlier share (%, per image, mean over seeds) with the
+    interval the claims give it (`vision_tables.share_interval`), for the figure."""
     rows = []
-    for (pair, role), part in images.groupby(["pair", "role"], sort=False):
-        per_image, interval = _share_interval(part, role)
+    for (pair, role, null), part in images.groupby(["pair", "role", "null"], sort=False):
+        shares, interval = share_interval(part)
         rows.append(
-            {"pair": pair, "role": role, "outlier_share": float(per_image.mean()),
+            {"pair": pair, "role": role, "null": null, "outlier_share": float(shares.mean()),
              "low": interval.low, "high": interval.high, "basis": interval.basis}
         )  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def _outlier_share(images: pd.DataFrame, without: pd.Series, pair: str, head: str) -> Measured:
-    """The outlier share without registers (%, per image, mean over seeds) with its interval
-    (`_share_interval`)."""
+def _outliers_without(
+    images: pd.DataFrame, without: pd.Series, pair: str, head: str, rule: dict
+) -> Measured:
+    """The outlier share without registers by the run's rule (%, per image, mean over seeds)
+    with its interval (`vision_tables.share_interval`)."""
     value = float(without.mean())
-    note = f"{head}, {len(without)} images: {value:.2f} % of patch tokens above the threshold "
-    note += "without registers"
-    _, interval = _share_interval(images, "without")
+    part = images[images.role == "without"]
+    _, interval = share_interval(part)
+    note = (
+        f"{head}, {len(without)} images: {value:.2f} % of patch tokens above the threshold "
+        f"({describe_rule(rule)}) without registers"
+    )
     if interval.basis == "patch tokens":
-        tokens = int(images[images.role == "without"].patch_tokens.sum())
-        note += f" (no outlier in {tokens} patch tokens: exact Poisson bound)"
+        note += f" (no outlier in {int(part.patch_tokens.sum())} patch tokens: exact Poisson bound)"
     return Measured(value, pair, note, interval)
+
+
+def _outlier_share(outliers: Measured, rule: dict) -> Measured:
+    """The share of patch tokens above a fixed norm, as the text counts them: the share by the
+    run's rule where that rule is absolute; no value under a relative rule (its share is
+    `S8.outliers_without_registers`)."""
+    if rule["kind"] == "absolute":
+        return outliers
+    note = (
+        f"no value: this run counts outliers by a relative rule ({describe_rule(rule)}), not "
+        f"above a fixed norm as the text does; by its rule {outliers.value:.2f} % of patch "
+        "tokens are outliers without registers (S8.outliers_without_registers)"
+    )
+    basis = outliers.interval
+    return Measured(float("nan"), outliers.model, note, undecided(basis.n, basis.basis))
 
 
 def _parameters(shares: pd.DataFrame, pair: str) -> Measured:
@@ -257,13 +223,15 @@ def _parameters(shares: pd.DataFrame, pair: str) -> Measured:
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Top: norm histograms per pair (patch tokens, without vs with registers) and outlier
-    shares, at most three panels a row. Bottom: one row per image of the first pair's first
-    seed: the image and its CLS attention maps without and with registers."""
+    shares (a cross: the share of the null of that pair and role), at most three panels a row.
+    Bottom: one row per image of the first pair's first seed: the image and its CLS attention
+    maps without and with registers."""
     import matplotlib.pyplot as plt
 
     from .. import plotting
 
     table, hist, maps = tables["shares"], tables["histogram"], tables["maps"]
+    table, maps = table[~table.null], maps[~maps.null]
     plotting.use_style()
     pairs = list(dict.fromkeys(table.pair))
     shown = maps[maps.seed == maps.seed.min()]
@@ -302,15 +270,22 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         p.split(" / ")[0 if r == "without" else 1]
         for p, r in zip(outliers.pair, outliers.role, strict=True)
     ]
+    trained = ~outliers.null.to_numpy()
+    bars = [label for label, keep in zip(labels, trained, strict=True) if keep]
+    outliers, nulls = outliers[trained], outliers[~trained]
     shares_ax.bar(
-        labels,
+        bars,
         outliers.outlier_share,
         color=["C0" if r == "without" else "C1" for r in outliers.role],
     )
     plotting.interval_bars(
-        shares_ax, labels, outliers.outlier_share, outliers.low, outliers.high,
+        shares_ax, bars, outliers.outlier_share, outliers.low, outliers.high,
         fmt="none", ecolor="black",
     )  # fmt: skip
+    if len(nulls):
+        crosses = [label for label, keep in zip(labels, trained, strict=True) if not keep]
+        shares_ax.plot(crosses, nulls.outlier_share, "x", color="black", label="null (untrained)")
+        shares_ax.legend(fontsize=7)
     shares_ax.set(ylabel="outliers (% of patch tokens)", title="high-norm outliers")
     shares_ax.tick_params(axis="x", rotation=40)
     for ax in axes[len(pairs) + 1 :]:
@@ -349,6 +324,15 @@ gone), and attention maps with and without registers.
 
 **Paper.** DINOv2 ViT-g: norm > 150 for 2.37 % of the tokens.
 
+**The outlier rule.** Darcet et al. count the tokens whose norm is above a fixed value, 150 for
+DINOv2 ViT-g. `S8.outlier_share` is that count: it has a value only where the run's rule
+(`mitigation.s8.outlier`) is absolute, and its config control requires the rule to be the
+text's, a norm above 150 (`config/paper.yaml`). The default's tiny ViTs have norms on another
+scale, so the default counts a patch token whose norm is above 3 x its model's median patch norm;
+under that relative rule `S8.outlier_share` has no value, and its note gives the run's share,
+`S8.outliers_without_registers`. That share, by whatever rule the run sets, is the control of
+the other S8 rows, which compare shares within one rule.
+
 **Pipeline.** For pairs of models (without, with registers) the token norms at the output of the
 last layer, the high-norm outlier share of the patch tokens and the CLS attention over the patches.
 Paper scale: DINOv2 ViT-g and its register version with the absolute threshold 150; default scale:
@@ -362,6 +346,14 @@ Low information is measured by the pixel standard deviation of a patch in the mo
 its pixels and channels; a flat background patch has a low one): per image with outliers, the share
 of (outlier, other) patch pairs in which the outlier patch has the lower standard deviation (ties
 count one half), averaged over those images; above 0.5, the outliers sit on the flatter patches.
+
+**Null.** Each model of the claim pair's seed 0 has a null (`<model>@init`, rule `null_model`:
+the same architecture with every weight drawn afresh under `diagnostics.nulls.seed`), whose
+token norms on the first `diagnostics.nulls.inputs` images give every claim and control again,
+attached as the claim's null: untrained ViTs, which should have grown no high-norm tokens. The
+ratio and the low-information share need outliers without registers; on a null without any they
+have no value (the note says so). The nulls' tables carry `null: true`; the bar panel marks their
+shares with crosses; the histograms and maps are the trained models'.
 
 **Scale control.** Darcet et al. (2024, Sec. 2.1, Fig. 4) see the high-norm tokens only in the
 largest DINOv2 models, from ViT-L (about 300 M parameters) up. `S8.parameters` is the parameter
@@ -379,8 +371,11 @@ CAPTION = r"""
 without and with registers (default scale: the trained variants, every seed; paper scale: DINOv2
 ViT-g and ViT-g with registers), with the outlier threshold (dashed; default: 3x the model's median
 patch norm, paper scale: 150). The bar panel gives the share of patch tokens above it (per image,
-mean over seeds) with the interval of ``S8.outlier_share``: bootstrapped over the images, or the
-exact Poisson bound where no token is above; the paper finds about 2 % outliers without registers
-and none with them. Bottom: held-out images and the attention of the last layer's CLS query over the
-patches (mean over heads), without and with registers, and the CLS attention the registers take.
+mean over seeds) with the interval of ``S8.outliers_without_registers``: bootstrapped over the
+images, or the exact Poisson bound where no token is above; black crosses are the shares of the
+claim pair's nulls (its seed-0 models with the weights drawn afresh). The paper finds about 2 %
+outliers (norm > 150) without registers and none with them; ``S8.outlier_share`` is that count,
+with a value only where the run's threshold is a fixed norm. Bottom: held-out images and the
+attention of the last layer's CLS query over the patches (mean over heads), without and with
+registers, and the CLS attention the registers take.
 """

@@ -10,9 +10,14 @@ prediction for segmentation) as a share of the way from chance to a perfect prob
 seeds; the smallest over the probes involved, with the interval [min of the lows, min of the
 highs] of their t-intervals over seeds.
 
-Inputs: one probe table per trained model (dataset, task, metric, value, chance) and one training
-log. The table puts the paper's values (ViT-L/16, 100 epochs of ImageNet-1k) beside the measured
-ones for display; no paper value enters a measured claim.
+Null: every probe is also trained on labels permuted across its training images (the probe
+table's `labels`: "permuted" beside "true", `sinkscope.vision.probes.permuted`), from the same
+features; every claim and control is computed again on those probes, whose features tell
+nothing of the labels, and attached as its null.
+
+Inputs: one probe table per trained model (dataset, task, labels, metric, value, chance) and one
+training log. The table puts the paper's values (ViT-L/16, 100 epochs of ImageNet-1k) beside
+the measured ones for display; no paper value enters a measured claim.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..stats import Interval, difference_over_seeds, over_seeds
-from . import Measured
+from . import Measured, with_nulls
 from .vision_tables import labelled
 
 # The paper's values (baseline / registers / elementwise gate / elementwise gate + registers);
@@ -48,12 +53,12 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
 
 
 def _summary(probes: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
-    """Per variant, dataset and metric: mean, std (over seeds, ddof 1), seeds and the mean
-    chance level; beside them the paper's value on the same dataset (`paper`, NaN for the
-    procedural images) and the variant's paper values on each of the paper's datasets
-    (`paper_<dataset>_<metric>`)."""
+    """Per labels (true, permuted), variant, dataset and metric: mean, std (over seeds, ddof
+    1), seeds and the mean chance level; beside them the paper's value on the same dataset
+    (`paper`, NaN for the procedural images) and the variant's paper values on each of the
+    paper's datasets (`paper_<dataset>_<metric>`)."""
     table = (
-        probes.groupby(["variant", "dataset", "task", "metric"])
+        probes.groupby(["labels", "variant", "dataset", "task", "metric"])
         .agg(
             mean=("value", "mean"),
             std=("value", "std"),
@@ -69,7 +74,8 @@ def _summary(probes: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     for name, values in PAPER.items():
         table[f"paper_{name}"] = table.variant.map(values)
     table["variant"] = pd.Categorical(table.variant, categories=variants, ordered=True)
-    return table.sort_values(["task", "dataset", "variant"]).reset_index(drop=True)
+    order = ["labels", "task", "dataset", "variant"]
+    return table.sort_values(order, ascending=[False, True, True, True]).reset_index(drop=True)
 
 
 def _seeds(
@@ -148,9 +154,19 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
     """Segmentation: the smallest gain over the datasets (and, for the best variant, over the
     other variants), mean over seeds, with Welch intervals over seeds; classification: the spread
     of top-1 over the variants on the pretraining distribution. Beside each claim, the control
-    that the probes it compares score above chance."""
-    table, model = tables["table"], settings["claim_model"]
-    probes = tables["probes"].assign(above_chance=above_chance(tables["probes"]))
+    that the probes it compares score above chance. Each measured on the probes trained on the
+    true labels, with the same on labels permuted across the training images as its null."""
+    table, probes, model = tables["table"], tables["probes"], settings["claim_model"]
+    found, nulls = (
+        _measure(table[table.labels == labels], probes[probes.labels == labels], model)
+        for labels in ("true", "permuted")
+    )
+    return with_nulls(found, nulls, "the same probes trained on labels permuted across images:")
+
+
+def _measure(table: pd.DataFrame, probes: pd.DataFrame, model: str) -> dict[str, Measured]:
+    """U8's claims and controls from one set of probes (`table`: their summary)."""
+    probes = probes.assign(above_chance=above_chance(probes))
     seg, top1 = _seeds(probes, "segmentation"), _seeds(probes, "classification")
     skill_seg = _seeds(probes, "segmentation", "above_chance")
     skill_top1 = _seeds(probes, "classification", "above_chance")
@@ -221,11 +237,14 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
-    """Probe results per variant (mean +- std over seeds, with the chance level) and the training
-    logs, at most three panels a row."""
+    """Probe results per variant (mean +- std over seeds, with the chance level and, as a cross,
+    the same probe trained on permuted labels) and the training logs, at most three panels a
+    row."""
     from .. import plotting
 
     table, curves = tables["table"], tables["curves"]
+    nulls = table[table.labels == "permuted"].set_index(["task", "dataset", "variant"])["mean"]
+    table = table[table.labels == "true"]
     probes = list(table.groupby(["task", "dataset"], sort=False).groups)
     fig, axes = plotting.panels(len(probes) + 2, width=3.6, height=3.2)
     for ax, (task, dataset) in zip(axes, probes, strict=False):
@@ -235,6 +254,8 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
             labels, part["mean"], yerr=part["std"].fillna(0), capsize=3, color="C0", ecolor="0.1"
         )
         ax.axhline(part.chance.mean(), color="grey", ls=":", label="chance")
+        permuted = [nulls.get((task, dataset, variant), np.nan) for variant in labels]
+        ax.plot(labels, permuted, "x", color="black", label="permuted labels (null)")
         if part.paper.notna().any():
             ax.scatter(labels, part.paper, color="C3", marker="D", zorder=3, label="paper")
         ax.legend(fontsize=7)
@@ -329,6 +350,18 @@ over seeds; its interval [min of the lows, min of the highs] of the t-intervals 
 must reach 0.1: a tenth of the way from chance to a perfect probe. The segmentation claims are about
 mitigating sinks, so they also carry U9's controls: the baseline has NOP sinks, and it is at the
 scale where the literature reports them (see U9). The probe figure draws the chance level.
+
+**Null.** Each probe job also trains every probe on labels permuted across its training images
+(`sinkscope.vision.probes.permuted`: one permutation drawn from the probe seed gives each image
+the class and the mask of another image), from the same frozen features and with the same seeds,
+and scores it on the true test labels (`labels: permuted` in `results/U8/probes` and `table`).
+Such probes read features that tell nothing of the labels, so every claim and control is
+computed again on them and attached as the claim's null (the scorecard's `null measured`): a
+difference between variants there is what probes that learn nothing give. A spread within the
+classification margin is what at-chance probes give too, so that row's null is caught by its
+control, the probes' share of the way above chance, which is measured on the null as well. The
+features are extracted once: the null adds the training of the permuted probes, not a pass of
+the encoder. The probe figure marks each variant's permuted-label probe with a cross.
 """
 
 CAPTION = r"""
@@ -337,7 +370,8 @@ baseline, registers, elementwise gate, headwise gate, elementwise gate + registe
 seeds. Frozen linear probes: segmentation mIoU (a linear map per patch token, logits upsampled
 to the label map) and classification top-1 (CLS), mean +- std over seeds, with the chance level
 (dotted: 100 / classes, or the mIoU of the best constant prediction); red diamonds are the
-paper's values (ViT-L/16, 100 epochs of ImageNet-1k; ADE20K / VOC / ImageNet). Right: the
-LeJEPA loss and the online probe's held-out accuracy during training. Default scale: tiny ViTs
-on procedural images with exact masks, a few hundred steps.
+paper's values (ViT-L/16, 100 epochs of ImageNet-1k; ADE20K / VOC / ImageNet); black crosses
+are the same probes trained on labels permuted across the training images, the claims' null
+(mean over seeds). Right: the LeJEPA loss and the online probe's held-out accuracy during
+training. Default scale: tiny ViTs on procedural images with exact masks, a few hundred steps.
 """

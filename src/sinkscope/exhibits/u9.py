@@ -25,25 +25,45 @@ Scale: per model, the parameter count, depth, width and the training steps its l
 the model cache's manifest) and the images it saw in training (steps x batch size), the
 measures of the controls that the baseline ViT is at the scale where the literature reports
 these sinks.
+
+`norms`: per model of the baseline and gate + registers variants and image, the share of its
+patch tokens above the high-norm outlier threshold by S8's rule (`mitigation.s8.outlier`,
+`vision_tables.outlier_shares`), from the token norms S8 reads.
+
+Beside the trained ViTs, the null of each variant's seed-0 ViT (its copy with the weights drawn
+afresh, `models.sources.null_of`; `null` in every table), through the same extraction and token
+norms: every claim and control is measured on the nulls as well.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .. import diagnostics as dx
 from .. import metrics
-from ..stats import Interval, event_rate, exact, share, undecided
-from . import Measured, read_tables
-from .vision_tables import model_scale
+from ..stats import Interval, bootstrap, event_rate, exact, share, undecided
+from . import Measured, read_tables, with_nulls
+from .vision_tables import (
+    describe_rule,
+    labelled,
+    model_scale,
+    no_outlier_bound,
+    outlier_images,
+    outlier_shares,
+    per_image,
+    share_interval,
+)
 
 CLASSES = ["NOP", "Broadcast", "other"]
 LOCATIONS = {"first": "cls", "register": "register", "other": "patch"}
+LABELS = ["variant", "seed", "null"]  # each model's labels (`settings["models"]`) in its tables
 
 
 def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFrame]:
-    """The events of every model by class and location, per model (`events`) and per image
-    (`images`), their summary per variant, and the scale of every model (`models`)."""
+    """The events of every model (the trained ViTs and their nulls) by class and location, per
+    model (`events`) and per image (`images`), their summary per variant, the scale of every
+    model (`models`), and the high-norm outliers of the baseline and gate + registers (`norms`)."""
     models = settings["models"]
     heads = read_tables(inputs["heads"], list(models))
     first = settings["first_counted_layer"]
@@ -54,9 +74,20 @@ def tables(inputs: dict[str, list[str]], settings: dict) -> dict[str, pd.DataFra
         "events": events,
         "images": _images(heads, found, models),
         "reference": _reference_rule(heads, found, models),
-        "emergence": _emergence(inputs["curves"], models),
+        "emergence": _emergence(inputs["curves"], settings["curves_models"]),
         "models": _scale(inputs["manifests"], models, settings["batch_size"]),
+        "norms": _norms(inputs["norms"], settings["norms_models"], settings["outlier"]),
     }
+
+
+def _norms(paths: list[str], models: dict[str, dict], outlier: dict) -> pd.DataFrame:
+    """Per model and image: its patch tokens above the model's high-norm threshold by the rule
+    `outlier` (count and %, `vision_tables.outlier_images`), with that threshold."""
+    labels = {m: {key: info[key] for key in LABELS} for m, info in models.items()}
+    tokens = labelled(paths, labels)
+    shares = outlier_shares(tokens, outlier, LABELS)
+    images = outlier_images(tokens, shares, LABELS)
+    return images.merge(shares[["model", "threshold"]], on="model")
 
 
 EMERGENCE = ["events", "NOP", "Broadcast", "NOP-like", "broadcast-like"]
@@ -107,6 +138,7 @@ def _reference_rule(
                 "model": name,
                 "variant": info["variant"],
                 "seed": info["seed"],
+                "null": info["null"],
                 "images": n_images,
                 **{f"{key}_per_image": count / n_images for key, count in counts.items()},
             }
@@ -118,7 +150,7 @@ def _scale(manifests: list[str], models: dict[str, dict], batch_size: int) -> pd
     """Per model: variant, seed, parameters, depth, width, the training steps reached and the
     images seen in training (steps x batch size)."""
     scale = model_scale(manifests, list(models))
-    labels = pd.DataFrame.from_dict(models, orient="index")[["variant", "seed"]]
+    labels = pd.DataFrame.from_dict(models, orient="index")[LABELS]
     scale = scale.join(labels, on="model")
     return scale.assign(batch_size=batch_size, images_seen=scale.steps * batch_size)
 
@@ -140,6 +172,7 @@ def _events(
                         "model": name,
                         "variant": info["variant"],
                         "seed": info["seed"],
+                        "null": info["null"],
                         "registers": info["registers"],
                         "sink_class": cls,
                         "location": label,
@@ -169,19 +202,22 @@ def _images(
             frame[cls] = frame[[f"{cls}_{label}" for label in LOCATIONS.values()]].sum(axis=1)
         frame.columns.name = None
         frame = frame.astype(int).reset_index()
-        frames.append(frame.assign(model=name, variant=info["variant"], seed=info["seed"]))
+        frames.append(
+            frame.assign(model=name, variant=info["variant"], seed=info["seed"], null=info["null"])
+        )
     return pd.concat(frames, ignore_index=True)
 
 
 def _summary(table: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
-    """Per variant, class and location (plus location 'all'): mean and std over seeds of the
-    events per image, and the events pooled over seeds and images per image with the exact
-    Poisson bounds the claims use (`low`, `high`; `stats.event_rate`)."""
-    totals = table.groupby(["model", "variant", "seed", "sink_class"], as_index=False).agg(
+    """Per null (the trained ViTs, then their nulls), variant, class and location (plus location
+    'all'): mean and std over seeds of the events per image, and the events pooled over seeds
+    and images per image with the exact Poisson bounds the claims use (`low`, `high`;
+    `stats.event_rate`)."""
+    totals = table.groupby(["model", "null", "variant", "seed", "sink_class"], as_index=False).agg(
         count=("count", "sum"), per_image=("per_image", "sum"), images=("images", "first")
     )
     both = pd.concat([table, totals.assign(location="all")], ignore_index=True)
-    grouped = both.groupby(["variant", "sink_class", "location"])
+    grouped = both.groupby(["null", "variant", "sink_class", "location"])
     out = grouped.per_image.agg(mean="mean", std="std", n_seeds="count")
     pooled = grouped[["count", "images"]].sum()
     bounds = [event_rate(int(k), int(n), "images") for k, n in pooled.itertuples(index=False)]
@@ -192,7 +228,7 @@ def _summary(table: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     ).reset_index()
     out["variant"] = pd.Categorical(out.variant, categories=variants, ordered=True)
     out["sink_class"] = pd.Categorical(out.sink_class, categories=CLASSES, ordered=True)
-    return out.sort_values(["variant", "sink_class", "location"]).reset_index(drop=True)
+    return out.sort_values(["null", "variant", "sink_class", "location"]).reset_index(drop=True)
 
 
 def _pooled(images: pd.DataFrame, variant: str, column: str) -> tuple[int, int]:
@@ -250,9 +286,27 @@ def _scale_controls(scale: pd.DataFrame, model: str) -> dict[str, Measured]:
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     """Events per image of the baseline (pooled over seeds and images, exact Poisson intervals),
-    the gate's NOP rate over the baseline's, the share of the register variant's Broadcast events
-    on registers, and the baseline's scale (the controls)."""
-    images, model = tables["images"], settings["claim_model"]
+    the NOP rate of the gate and of gate + registers over the baseline's, the share of the
+    register variant's Broadcast events on registers, the high-norm outlier share of gate +
+    registers against the baseline's, and the controls (the baseline's outliers and scale). Each
+    measured on the nulls as well."""
+    model, rule = settings["claim_model"], settings["outlier"]
+    found, nulls = (
+        _measure({name: tables[name] for name in ("images", "models", "norms")}, model, rule, null)
+        for null in (False, True)
+    )
+    scale = tables["models"]
+    named = ", ".join(scale[scale.null].model)
+    return with_nulls(found, nulls, f"{named} (each variant's seed-0 ViT, weights drawn afresh):")
+
+
+def _measure(
+    tables: dict[str, pd.DataFrame], model: str, rule: dict, null: bool
+) -> dict[str, Measured]:
+    """U9's claims and controls on the trained ViTs (`null` false) or on their nulls."""
+    images, scale, norms = (
+        tables[name][tables[name].null == null] for name in ("images", "models", "norms")
+    )
     baseline = images[images.variant == "baseline"]
     counts = {c: _pooled(images, "baseline", c) for c in CLASSES}
     n_seeds, n_images = baseline.seed.nunique(), len(baseline)
@@ -267,23 +321,12 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         for c, (k, n) in counts.items()
         if c != "other"
     }
-    gate, gate_images = _pooled(images, "gate", "NOP")
-    nop, nop_images = counts["NOP"]
-    ratio, ratio_interval = rate_ratio(gate, gate_images, nop, nop_images, "NOP events")
-    gate_seeds = images[images.variant == "gate"].seed.nunique()
     on = _pooled(images, "registers", "Broadcast_register")[0]
     total = _pooled(images, "registers", "Broadcast")[0]
     shown = f" ({100 * on / total:.0f} %)" if total else ""
-    ratio_shown = f"{ratio:.3f}" if nop else "undefined (no baseline NOP event)"
     return {
-        "U9.gate_removes_nop": Measured(
-            ratio,
-            model,
-            f"NOP events: gate {gate} in {gate_images} images ({gate_seeds} seed(s), "
-            f"{gate / gate_images:.3f} per image), baseline {nop} in {nop_images} images "
-            f"({nop / nop_images:.3f} per image); ratio of the rates {ratio_shown}",
-            ratio_interval,
-        ),
+        "U9.gate_removes_nop": _nop_ratio(images, "gate", counts["NOP"], model),
+        "U9.gate_registers_remove_nop": _nop_ratio(images, "gate-registers", counts["NOP"], model),
         "U9.registers_take_broadcast": Measured(
             on / total if total else float("nan"),
             model,
@@ -292,32 +335,102 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         ),
         "U9.baseline_nop_per_image": rates["NOP"],
         "U9.baseline_broadcast_per_image": rates["Broadcast"],
-        **_scale_controls(tables["models"], model),
+        **_outlier_claims(norms, model, rule),
+        **_scale_controls(scale, model),
     }
+
+
+def _nop_ratio(
+    images: pd.DataFrame, variant: str, baseline: tuple[int, int], model: str
+) -> Measured:
+    """A variant's NOP events per image over the baseline's (`baseline`: its NOP events and
+    images), pooled over seeds and images, with `rate_ratio`'s exact interval."""
+    events, exposure = _pooled(images, variant, "NOP")
+    nop, nop_images = baseline
+    ratio, interval = rate_ratio(events, exposure, nop, nop_images, "NOP events")
+    seeds = images[images.variant == variant].seed.nunique()
+    shown = f"{ratio:.3f}" if nop else "undefined (no baseline NOP event)"
+    return Measured(
+        ratio,
+        model,
+        f"NOP events: {variant} {events} in {exposure} images ({seeds} seed(s), "
+        f"{events / exposure:.3f} per image), baseline {nop} in {nop_images} images "
+        f"({nop / nop_images:.3f} per image); ratio of the rates {shown}",
+        interval,
+    )
+
+
+def _outlier_claims(norms: pd.DataFrame, model: str, rule: dict) -> dict[str, Measured]:
+    """The baseline's high-norm outlier share (%, per image, mean over seeds; the control) and
+    the share of gate + registers minus the baseline's over the same images (points), each
+    bootstrapped over the images; with no outlier in either, the difference spans their exact
+    Poisson bounds of no event."""
+    parts = {v: norms[norms.variant == v] for v in ("baseline", "gate-registers")}
+    both = pd.concat({v: per_image(part) for v, part in parts.items()}, axis=1).dropna()
+    baseline, interval = share_interval(parts["baseline"])
+    seeds = parts["baseline"].seed.nunique()
+    head = f"patch tokens above the threshold ({describe_rule(rule)})"
+    bounded = " (no outlier: exact Poisson bound)" if interval.basis == "patch tokens" else ""
+    found = {
+        "U9.baseline_outlier_share": Measured(
+            float(baseline.mean()),
+            model,
+            f"baseline, {seeds} seed(s), {len(baseline)} images: {baseline.mean():.2f} % of "
+            f"{head}{bounded}",
+            interval,
+        )
+    }
+    difference = both["gate-registers"] - both["baseline"]
+    if any(part.outliers.sum() for part in parts.values()):
+        spread = bootstrap(lambda a: float(np.mean(a)), difference.to_numpy(), unit="images")
+        bounded = ""
+    else:
+        bounds = {v: no_outlier_bound(part) for v, part in parts.items()}
+        tokens = sum(bound.n for bound in bounds.values())
+        spread = Interval(
+            -bounds["baseline"].high, bounds["gate-registers"].high, tokens, "patch tokens"
+        )
+        bounded = " (no outlier in either: their exact Poisson bounds of no event)"
+    found["U9.gate_registers_fewer_outliers"] = Measured(
+        float(difference.mean()),
+        model,
+        f"{len(both)} images, mean over seeds: gate-registers {both['gate-registers'].mean():.2f} "
+        f"%, baseline {both['baseline'].mean():.2f} % of {head}; difference "
+        f"{difference.mean():+.2f} points{bounded}",
+        spread,
+    )
+    return found
 
 
 EMERGENCE_PANELS = {"events": "sink events over training", "NOP": "NOP over training",
                     "Broadcast": "Broadcast over training"}  # fmt: skip
 
 
+OUTLIER_PANEL = "high-norm outliers"
+
+
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Events per image by variant, one panel per class with events, stacked by location, with
-    the exact Poisson interval of the pooled total; below, the counts over training that rose
-    above zero."""
+    the exact Poisson interval of the pooled total and a cross for the variant's null; the
+    high-norm outlier share of the baseline and gate + registers; below, the counts over
+    training that rose above zero."""
     from .. import plotting
 
-    table, found = tables["table"], tables["emergence"]
+    table, found, norms = tables["table"], tables["emergence"], tables["norms"]
     has_data = {cls: bool(table[table.sink_class == cls]["mean"].any()) for cls in CLASSES}
+    has_data[OUTLIER_PANEL] = bool(norms.outliers.any())
     for name, panel in EMERGENCE_PANELS.items():
         has_data[panel] = not found.empty and bool(found[f"{name}_per_image"].any())
     fig, axes = plotting.panels_with_data(
-        has_data, "no sink events in any variant", width=3.8, height=3.4
+        has_data, "no sink events or outliers in any variant", width=3.8, height=3.4
     )
     legend = False  # on the first panel with events
     for cls in CLASSES:
         if cls in axes:
             _class_panel(axes[cls], table[table.sink_class == cls], not legend)
             legend = True
+    if OUTLIER_PANEL in axes:
+        _outlier_panel(axes[OUTLIER_PANEL], norms)
     for name, panel in EMERGENCE_PANELS.items():
         if panel in axes:
             _emergence_panel(axes[panel], found, name, settings["thresholds"][name])
@@ -327,20 +440,54 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
 
 
 def _class_panel(ax, part: pd.DataFrame, legend: bool) -> None:
-    """One class's events per image by variant, stacked by location, and the pooled total
-    with its exact Poisson interval."""
+    """One class's events per image by variant, stacked by location, the pooled total with its
+    exact Poisson interval, and a cross for the pooled total of the variant's null."""
     from .. import plotting
 
-    grid = part[part.location != "all"].pivot_table(
+    trained, nulls = part[~part.null], part[part.null & (part.location == "all")]
+    grid = trained[trained.location != "all"].pivot_table(
         index="variant", columns="location", values="mean", observed=False
     )
     grid = grid.reindex(columns=list(LOCATIONS.values())).fillna(0)
     grid.plot.bar(stacked=True, ax=ax, width=0.8, legend=legend)
-    totals = part[part.location == "all"].set_index("variant").reindex(grid.index)
+    totals = trained[trained.location == "all"].set_index("variant").reindex(grid.index)
     plotting.interval_bars(
         ax, range(len(grid)), totals.pooled, totals.low, totals.high, fmt="none", ecolor="black"
     )
+    if len(nulls):
+        crosses = nulls.set_index("variant").reindex(grid.index).pooled
+        ax.plot(range(len(grid)), crosses, "x", color="black", label="null (untrained)")
+        if legend:
+            ax.legend(fontsize=7)
     ax.set(title=part.sink_class.iloc[0], xlabel="", ylabel="sink events per image")
+    ax.tick_params(axis="x", rotation=40)
+
+
+def _outlier_panel(ax, norms: pd.DataFrame) -> None:
+    """The high-norm outlier share (% of patch tokens, per image, mean over seeds) of each
+    variant with the interval the claims give it, and a cross for its null."""
+    from .. import plotting
+
+    variants = list(dict.fromkeys(norms.variant))
+    rows = {
+        (variant, null): share_interval(norms[(norms.variant == variant) & (norms.null == null)])
+        for variant in variants
+        for null in (False, True)
+        if ((norms.variant == variant) & (norms.null == null)).any()
+    }
+    trained = [v for v in variants if (v, False) in rows]
+    values = [float(rows[v, False][0].mean()) for v in trained]
+    ax.bar(trained, values, color="C0")
+    plotting.interval_bars(
+        ax, trained, values, [rows[v, False][1].low for v in trained],
+        [rows[v, False][1].high for v in trained], fmt="none", ecolor="black",
+    )  # fmt: skip
+    nulls = [v for v in variants if (v, True) in rows]
+    if nulls:
+        shares = [float(rows[v, True][0].mean()) for v in nulls]
+        ax.plot(nulls, shares, "x", color="black", label="null (untrained)")
+        ax.legend(fontsize=7)
+    ax.set(title=OUTLIER_PANEL, ylabel="outliers (% of patch tokens)")
     ax.tick_params(axis="x", rotation=40)
 
 
@@ -360,7 +507,8 @@ def _emergence_panel(ax, found: pd.DataFrame, name: str, threshold: float) -> No
 # The exhibit's prose, rendered by `python -m sinkscope.docs`
 REFERENCE = r"""
 **What it shows.** Sink events per image, by class, for each U8 variant: gating removes the NOP
-sinks and the registers take over the broadcast sinks.
+sinks, the registers take over the broadcast sinks, and gate + registers together suppress both
+the NOP sinks and the high token norms.
 
 **Paper.** Baseline: 0.09 Broadcast and 0.25 NOP sink events per image.
 
@@ -401,6 +549,28 @@ Every U9 claim, and U8's segmentation claims, carry both, so a ViT below that sc
 4-layer, 32-pixel ViTs trained for 150 steps) makes them not testable at this scale rather than
 not replicated. The claims that need sinks also require the baseline to show them (its rate's
 interval above 0).
+
+**Gate + registers together.** `U9.gate_registers_remove_nop` is the NOP rate of the gate +
+registers variant over the baseline's, as `U9.gate_removes_nop` is for the gate alone (below 1,
+the same exact interval). `U9.gate_registers_fewer_outliers` reads the token norms S8 computes
+(`results/mitigation/norms/`: the output of the last layer) of the baseline and gate + registers
+ViTs: per image, the share of patch tokens above the high-norm threshold by S8's rule
+(`mitigation.s8.outlier`; see S8), mean over seeds; the claim is the mean over the images of gate
++ registers' share minus the baseline's, in points (below 0), bootstrapped over the images;
+where neither has an outlier it is 0, its interval spanning their exact Poisson bounds of no
+event. Its control `U9.baseline_outlier_share` requires the baseline to have outliers (its
+interval above 0), beside the scale controls. `results/U9/norms` holds the per-image shares.
+
+**Null.** Beside the trained ViTs, the null of each variant's seed-0 ViT (`vit-<variant>-s0@init`,
+rule `null_model`: the same architecture with every weight drawn afresh under
+`diagnostics.nulls.seed`; the nulls of other seeds would be the same model) goes through the same
+extraction and token norms, on the first `diagnostics.nulls.inputs` diagnostic images (column
+`null` of every table; the training logs are the trained ViTs' alone). Every claim and control is
+computed on the nulls as on the trained ViTs and attached as the claim's null: untrained ViTs,
+where no learned sink or high-norm token should be found. A rate of no event is 0 with its exact
+upper bound, a ratio or share of zero events has no value (its note says so), and the nulls'
+images seen in training are 0, so their scale control fails. The figure marks each variant's
+null with a cross.
 """
 
 CAPTION = r"""
@@ -410,7 +580,10 @@ rank <= 1.5; other) and by where the sink sits (CLS, register, patch), mean over
 error bar is the exact Poisson 95 % interval of the total pooled over seeds and images, the
 interval of the claims. The class uses the pre-gate head update A V W_O. The paper:
 gating removes NOP sinks, registers take the broadcast sinks; baseline Broadcast / NOP 0.09 /
-0.25 per image. Bottom row: the sink events per image on
+0.25 per image. Black crosses: the same pooled rate on each variant's null (its seed-0 ViT with
+the weights drawn afresh, untrained). The panel of high-norm outliers gives the share of patch
+tokens above S8's threshold for the baseline and gate + registers (per image, mean over seeds,
+bootstrap interval), with their nulls. Bottom row: the sink events per image on
 {{ snakemake.config.mitigation.train.emergence_images }} held-out images at each log step of
 training (mean over seeds), with the rates U3-U5's controls need (dotted). A class or count
 with no event in any variant (or at any step) gets no panel; the line below the panels names it.

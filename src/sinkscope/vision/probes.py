@@ -9,6 +9,11 @@ the logit grid is upsampled bilinearly to the label map and trained with cross-e
 from one confusion matrix over the whole test set. Beside each score, its chance level: 100 /
 classes for top-1, and for mIoU that of the best constant prediction (every pixel given the test
 set's most frequent class).
+
+Every probe is also trained on its training images' labels permuted across the images (the
+class and mask of another image, one seeded permutation), from the same features, and scored on
+the true test labels: the null of a probe's score, features that tell nothing of the labels
+(column `labels`: "permuted" beside "true").
 """
 
 from __future__ import annotations
@@ -206,6 +211,14 @@ def majority_miou(masks: torch.Tensor, n_classes: int, batch_size: int) -> float
     return float(np.nanmean(class_iou(matrix)))
 
 
+def permuted(train: Features, seed: int) -> Features:
+    """`train` with its labels (classes, and masks where it has them) permuted across the
+    images by one permutation drawn from `seed`: image i gets the labels of image order[i]."""
+    order = torch.from_numpy(np.random.default_rng(seed).permutation(len(train.labels)))
+    masks = None if train.masks is None else train.masks[order]
+    return Features(train.cls, train.patches, train.labels[order], masks)
+
+
 def evaluate(
     encoder: SinkscopeViT,
     tasks: list[datasets.ProbeTask],
@@ -214,7 +227,9 @@ def evaluate(
     seed: int,
     device: str,
 ) -> pd.DataFrame:
-    """One row per probe task: dataset, task, metric, value (top-1 in %, mIoU in [0, 1]), its
+    """Two rows per probe task, the probe trained on the true labels and on labels permuted
+    across the training images (`labels`: "true", "permuted"; `permuted`, drawn from `seed`):
+    dataset, task, metric, value (top-1 in %, mIoU in [0, 1]) on the true test labels, its
     chance level (`majority_miou`, or 100 / classes), sizes. Tasks on the same splits share one
     pass of feature extraction."""
     dense_splits = {id(t.train) for t in tasks if t.task == "segmentation"}
@@ -239,21 +254,23 @@ def evaluate(
                 )
             )
         train, test = found[id(task.train)]
-        if task.task == "segmentation":
-            value, _ = segmentation(train, test, task.n_classes, cfg, seed, device)
-            metric, chance = "miou", majority_miou(test.masks, task.n_classes, cfg.batch_size)
-        else:
-            value = classification(train, test, task.n_classes, cfg, seed, device)
-            metric, chance = "top1", 100 / task.n_classes
-        rows.append(
-            {
-                "dataset": task.name,
-                "task": task.task,
-                "metric": metric,
-                "value": value,
-                "chance": chance,
-                "n_train": len(train.labels),
-                "n_test": len(test.labels),
-            }
-        )
+        for labels, fitted in (("true", train), ("permuted", permuted(train, seed))):
+            if task.task == "segmentation":
+                value, _ = segmentation(fitted, test, task.n_classes, cfg, seed, device)
+                metric, chance = "miou", majority_miou(test.masks, task.n_classes, cfg.batch_size)
+            else:
+                value = classification(fitted, test, task.n_classes, cfg, seed, device)
+                metric, chance = "top1", 100 / task.n_classes
+            rows.append(
+                {
+                    "dataset": task.name,
+                    "task": task.task,
+                    "labels": labels,
+                    "metric": metric,
+                    "value": value,
+                    "chance": chance,
+                    "n_train": len(train.labels),
+                    "n_test": len(test.labels),
+                }
+            )
     return pd.DataFrame(rows)
