@@ -33,7 +33,8 @@ UPSTREAM_READS = {
         "data.images.n_images",
         "data.images.seed",
     ],
-    "extract": ["extract", "device"],
+    "null_model": ["diagnostics.nulls.seed"],
+    "extract": ["extract", "diagnostics.nulls.inputs", "device"],
     "qk_spectra": [],
     "intervention": [
         "diagnostics.first_counted_layer",

@@ -47,7 +47,7 @@ rule null_model:
     input:
         model_manifest("{parent}"),
     output:
-        "resources/models/{parent}" + NULL_SUFFIX + "/manifest.json",
+        f"resources/models/{{parent}}{NULL_SUFFIX}/manifest.json",
     params:
         seed=config["diagnostics"]["nulls"]["seed"],
         code=code_of("null_model.py"),

@@ -1,11 +1,11 @@
 """D1 (Sink vs diagonal): the half-space condition. Per layer, the distribution of the cosine of
-each token's hidden state to the first token's, its mean and the share of tokens with cos <= 0,
-and per (window, layer) that share and the first token's attention share (the mean over heads);
-the claim, read as the text states it (non-positive in the middle layers: in each of them): the
-lowest, over the middle third of the layers, of the layer's share of tokens with cos <= 0 (mean
-over the windows), and its control, the first token's attention share over the same layers (a
-first-token sink there), both bootstrapped over the windows; on the BOS claim model and on its null (the same model with its
-weights drawn afresh)."""
+each token's hidden state to the first token's, its mean and the share of tokens with cos <= 0, and
+per (window, layer) that share and the first token's attention share (the mean over heads); the
+claim, read as the text states it (non-positive in the middle layers: in each of them): the lowest,
+over the middle third of the layers, of the layer's share of tokens with cos <= 0 (mean over the
+windows), and its control, the first token's attention share over the same layers (a first-token
+sink there), both bootstrapped over the windows; on the BOS claim model and on its null (the same
+model with its weights drawn afresh)."""
 
 from __future__ import annotations
 
@@ -107,8 +107,7 @@ CONDITIONS = {
 
 def conditions(per_input: pd.DataFrame, model: str) -> dict[str, Measured]:
     """The conditions of the sink-equivalence theorem on the hidden states entering each layer:
-    the share of (window, layer) whose tokens meet it, bootstrapped over the windows; on the BOS claim model and on its null (the same model with its
-weights drawn afresh)."""
+    the share of (window, layer) whose tokens meet it, bootstrapped over the windows."""
     found = {}
     for claim, (column, what) in CONDITIONS.items():
         flags = dx.grid(per_input, ["sample", "layer"], column).astype(float)
@@ -167,16 +166,16 @@ is non-positive in the middle layers.
 
 **Pipeline.** The extraction's per-layer histograms of cos(h_first, h_t) and share of tokens with
 cos <= 0 (`diagnostics.first_cosine`); `per_input` holds that share per (window, layer), and the
-first token's attention share (alpha of the shared metrics, mean over the heads). Claim, read as
-the text states it (the cosine stays non-positive in the middle layers, so in every one of
-them): the lowest, over the middle third of the layers, of the layer's share of tokens with cos
-<= 0 (mean over the windows) is at least 0.9, bootstrapped over the windows, on the BOS claim
-model (`diagnostics.claim_models.bos`: a model whose tokenizer puts a BOS token first, Gemma-3-270M
-at the default, where the text claim model SmolLM2 adds none and its windows start mid-text; its
-values stay in the tables). The half-space condition is what a first-token sink needs, so its control,
-`D1.middle_first_token_share`, is that the middle third has such a sink: the first token's
-attention share over the same layers, windows and heads, above the sink-rate threshold 0.3 of
-Gu et al. 2024 (`metrics.SINK_RATE_EPS`).
+first token's attention share (alpha of the shared metrics, mean over the heads). Claim, read as the
+text states it (the cosine stays non-positive in the middle layers, so in every one of them): the
+lowest, over the middle third of the layers, of the layer's share of tokens with cos <= 0 (mean over
+the windows) is at least 0.9, bootstrapped over the windows, on the BOS claim model
+(`diagnostics.claim_models.bos`: a model whose tokenizer puts a BOS token first, Gemma-3-270M at the
+default, where the text claim model SmolLM2 adds none and its windows start mid-text; its values
+stay in the tables). The half-space condition is what a first-token sink needs, so its control,
+`D1.middle_first_token_share`, is that the middle third has such a sink: the first token's attention
+share over the same layers, windows and heads, above the sink-rate threshold 0.3 of Gu et al. 2024
+(`metrics.SINK_RATE_EPS`).
 
 The conditions under which the paper proves a hard attention switch to be a sink, measured on
 the hidden states entering each layer (the extraction's `layers` table): `D1.strict_half_space`,

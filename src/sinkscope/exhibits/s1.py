@@ -257,18 +257,18 @@ values and fixed scores determine the printed numbers, so they test the pipeline
 snippet, not a finding. Thresholds: the printed numbers at their printed rounding (source: the
 snippet).
 
-**gpt-oss's learned sink logits.** The overview's example of the mechanism: a per-head learned
-logit appended to the softmax and dropped after it. On a model of the run that has them
+**gpt-oss's learned sink logits.** The overview's example of the mechanism: a per-head learned logit
+appended to the softmax and dropped after it. On a model of the run that has them
 (`exhibits.S1.learned_sinks_model`, gpt-oss-20b at paper scale), the extraction reads each head's
 learned-sink share (one minus the weight on its real keys, `learned_sink_mass`); table
-`learned_sinks` holds its mean per (layer, head). `S1.learned_sinks_absorb` (a replication) is the
-% of heads whose learned sink takes more than Gu et al.'s eps = 0.3 of their attention (mean over
-the inputs), above 50 (chosen: most heads), bootstrapped over the inputs, against the same on the
-model with its weights drawn afresh; its control counts the heads with a learned sink, so a run
-without such a model (the default) has it not testable. At every scale, `S1.learned_sinks_read_exactly`
-(a check) runs a tiny GPT-OSS with random weights and sink logits near 2 (table
-`learned_sinks_check`) and compares the extraction's learned-sink share with the model's own eager
-attention: the largest difference, at most 1e-5.
+`learned_sinks` holds its mean per (layer, head). `S1.learned_sinks_absorb` (a replication) is the %
+of heads whose learned sink takes more than Gu et al.'s eps = 0.3 of their attention (mean over the
+inputs), above 50 (chosen: most heads), bootstrapped over the inputs, against the same on the model
+with its weights drawn afresh; its control counts the heads with a learned sink, so a run without
+such a model (the default) has it not testable. At every scale, `S1.learned_sinks_read_exactly` (a
+check) runs a tiny GPT-OSS with random weights and sink logits near 2 (table `learned_sinks_check`)
+and compares the extraction's learned-sink share with the model's own eager attention: the largest
+difference, at most 1e-5.
 """
 
 CAPTION = r"""
