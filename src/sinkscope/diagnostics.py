@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import metrics
+from .models.sources import NULL_SUFFIX
 from .stats import Interval, bootstrap, event_rate
 
 BANDS = ("early", "middle", "deep")
@@ -353,6 +354,16 @@ def with_plan_sizes(similarity: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFram
 def spearman(x: pd.Series, y: pd.Series) -> float:
     """Spearman rank correlation."""
     return float(np.corrcoef(x.rank(), y.rank())[0, 1])
+
+
+def without_nulls(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The tables without the rows of the claim models' nulls (the figures draw the models
+    themselves; the scorecard shows the nulls beside each claim)."""
+    return {
+        name: table[~table.model.astype(str).str.endswith(NULL_SUFFIX)] if "model" in table
+        else table
+        for name, table in tables.items()
+    }  # fmt: skip
 
 
 def models_in(table: pd.DataFrame) -> list[str]:

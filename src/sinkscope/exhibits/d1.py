@@ -129,6 +129,7 @@ def conditions(per_input: pd.DataFrame, model: str) -> dict[str, Measured]:
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, the cosine distribution per layer above the share with cos <= 0."""
+    tables = dx.without_nulls(tables)
     from .. import plotting
 
     table, histogram = tables["table"], tables["histogram"]

@@ -163,6 +163,7 @@ def measure(tables: dict[str, pd.DataFrame], model: str, settings: dict) -> dict
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, entropy vs similarity change per head (means over inputs) above the
     intervention's similarity per layer (means over inputs; random heads: also over draws)."""
+    tables = dx.without_nulls(tables)
     from .. import plotting
 
     table, intervention = tables["table"], tables["intervention"]

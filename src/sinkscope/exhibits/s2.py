@@ -86,6 +86,7 @@ def measure(tables: dict[str, pd.DataFrame], model: str) -> dict[str, Measured]:
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, the first token's attention share over layers and heads."""
+    tables = dx.without_nulls(tables)
     from .. import plotting
 
     table = tables["table"]

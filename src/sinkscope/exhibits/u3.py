@@ -96,6 +96,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, the sink events per input of each layer, stacked by location."""
+    tables = dx.without_nulls(tables)
     from .. import plotting
 
     table = tables["table"]

@@ -109,6 +109,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, the % of inputs with a sink event over layers and heads."""
+    tables = dx.without_nulls(tables)
     from .. import plotting
 
     table = tables["table"]

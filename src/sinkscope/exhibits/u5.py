@@ -143,6 +143,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, its sink events by value-norm ratio and stable rank, coloured by layer."""
+    tables = dx.without_nulls(tables)
     from .. import plotting
 
     models = dx.models_in(tables["counts"])

@@ -65,6 +65,7 @@ def measure(tables: dict[str, pd.DataFrame], model: str) -> dict[str, Measured]:
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per model, its register sink events by value-norm ratio and stable rank."""
+    tables = dx.without_nulls(tables)
     from .. import plotting
 
     models = dx.models_in(tables["counts"])

@@ -108,6 +108,7 @@ def signatures(
 
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     """Per signature, its distribution over sink heads and other heads of every model."""
+    tables = dx.without_nulls(tables)
     import seaborn as sns
 
     from .. import plotting
