@@ -103,7 +103,7 @@ def test_d6_claims_on_crafted_power_laws_pass_their_checks():
     wobble = {4: 1.0, 8: 1.02, 16: 0.99, 32: 1.01}  # a little off a power law: a spread
     tables = _d6_tables(lambda t: 2 * t * wobble[t], lambda t: 3 * t**1.5 * wobble[t] ** 1.5)
     found = _d6_claims(tables)
-    assert set(found) == {*D6_CLAIMS, "D6.solver_excess"}  # the extension has no claims
+    assert set(found) == {*D6_CLAIMS, "D6.solver_excess", "D6.frobenius_gap"}  # none of "aligned"
     assert found["D6.sink_slope"].value == pytest.approx(1.0, abs=0.02)
     assert found["D6.diagonal_slope"].value == pytest.approx(1.5, abs=0.03)
     gap = found["D6.exponent_gap"]
@@ -348,7 +348,16 @@ def _d3_tables(slope: float, rise: float, n_samples: int = 10) -> dict:
                         "n_same_layer": int(condition != "original"),
                     }
                 )
-    return {"table": pd.DataFrame(heads), "intervention": pd.DataFrame(intervention)}
+    heads, intervention = pd.DataFrame(heads), pd.DataFrame(intervention)
+    # the null (the model's untrained copy): no sink heads, its similarity change noise
+    untrained = heads.assign(
+        model="m@init", event_relaxed=False, delta_similarity=rng.normal(0, 0.05, len(heads))
+    )
+    kept = intervention[intervention.condition == "original"].assign(model="m@init")
+    return {
+        "table": pd.concat([heads, untrained], ignore_index=True),
+        "intervention": pd.concat([intervention, kept], ignore_index=True),
+    }
 
 
 D3_SETTINGS = {"claim_model": "m", "scale": "test", "min_event_rate": 0.5, "first_counted_layer": 1}

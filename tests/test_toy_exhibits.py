@@ -392,11 +392,17 @@ def _u2_layers(mse, inflow, srank, ratio, seeds=5, hub_first=True, other=(2.0, 0
         )
     curves = pd.concat(_curve(seed=seed) for seed in range(seeds))
     layers = pd.DataFrame(rows)
+    # the untrained layers (the null): near uniform attention, no hub, a large MSE
+    untrained = layers.assign(
+        mse=1.5, inflow_jstar=0.04, max_inflow=0.05, srank=1.05, value_ratio=1.0,
+        update_rel_norm=0.3,
+    )  # fmt: skip
     return {
         "layers": layers,
         "seeds": u2.seed_table(layers),
         "curves": curves,
         "emergence": fall_over_training(curves, "seed"),
+        "null_layers": untrained,
     }
 
 
@@ -461,7 +467,7 @@ def _control(measure: str, found) -> bool | None:
         str(p["check"]): p["check"]
         for claim in CATALOGUE.values()
         for p in claim.get("preconditions", [])
-        if p["measure"] == measure
+        if p.get("measure") == measure
     }.values()
     return judge(check, found.interval.low, found.interval.high)
 
@@ -508,7 +514,13 @@ def _switch_runs(bos, ratio, off_on, index, n):
             "pattern": np.where(np.asarray(bos) >= 0.5, "sink", "other"),
         }
     )
-    return {"seeds": runs, "curves": pd.concat(_curve(seed=seed) for seed in range(n))}
+    untrained = runs.assign(bos_mass_off=0.06, self_mass_off=0.06, value_ratio=1.0,
+                            pattern="other")  # fmt: skip
+    return {
+        "seeds": runs,
+        "curves": pd.concat(_curve(seed=seed) for seed in range(n)),
+        "null_seeds": untrained,
+    }
 
 
 D4_SETTINGS = {**CLAIM_SETTINGS, "recipe": {"width": 32, "length": 16}}
@@ -572,7 +584,8 @@ def _d5_tables(patterns):
     )
     keys = ["T", "width", "weight_decay", "seed"]
     curves = pd.concat(_curve(**dict(zip(keys, run, strict=True))) for run in runs[keys].values)
-    return {"runs": runs, "curves": curves}
+    untrained = runs.assign(bos_mass_off=0.06, self_mass_off=0.06, pattern="other")
+    return {"runs": runs, "curves": curves, "null_runs": untrained}
 
 
 def test_d5_claim_on_both_sides_of_its_threshold():

@@ -317,7 +317,7 @@ def _control_thresholds(controls: dict[str, tuple[str, str]]) -> Callable[[Plan]
         found = {}
         for name, (claim_id, measure) in controls.items():
             (control,) = [
-                c for c in find_claim(claim_id)["preconditions"] if c["measure"] == measure
+                c for c in find_claim(claim_id)["preconditions"] if c.get("measure") == measure
             ]
             found[name] = control["check"]["value"]
         return found
