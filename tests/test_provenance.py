@@ -17,6 +17,8 @@ import pytest
 
 from sinkscope import codedigest, files, plotting, provenance
 from sinkscope.audit import audit
+from sinkscope.provenance.pdf import literal as pdf_literal
+from sinkscope.provenance.seal import payload as record_payload
 
 
 @pytest.fixture
@@ -223,11 +225,11 @@ def test_audit_verdicts(tmp_path):
 def test_audit_compares_the_code_that_ran_with_the_code_now(tmp_path, monkeypatch):
     table = tmp_path / "table.parquet"
     record = provenance.Recorder(rule="r", params={}, inputs=[], code_dir=tmp_path).record()
-    record["code"]["modules"]["sinkscope.provenance"] = "0" * 16  # as if it was edited since
+    record["code"]["modules"]["sinkscope.provenance.parquet"] = "0" * 16  # edited since
     provenance.write_parquet(pd.DataFrame({"a": [1]}), table, record)
     lines = audit(table)
     assert lines[-1].startswith(f"verdict: stale: the code of {table} changed since: ")
-    assert lines[-1].endswith("provenance.py")
+    assert lines[-1].endswith(str(Path("provenance", "parquet.py")))
 
 
 def test_audit_calls_stale_what_would_rerun(tmp_path, monkeypatch):
@@ -325,9 +327,9 @@ def _record_bytes(path) -> tuple[int, int]:
         "content_sha256": seal.content_sha256,
         "record_sha256": seal.record_sha256,
     }
-    payload = provenance._payload(full)
+    payload = record_payload(full)
     if path.suffix == ".pdf":
-        payload = provenance._pdf_literal(payload)
+        payload = pdf_literal(payload)
     start = data.index(payload)
     if path.suffix == ".png":  # the whole chunk: length, type, keyword, text, CRC
         start, end = start - len(provenance.KEY) - 9, start + len(payload) + 4
