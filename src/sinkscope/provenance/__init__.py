@@ -1,4 +1,4 @@
-"""What produced an output: code, config values, input hashes, packages, models, device, time.
+"""What produced an output: code, config values, input hashes, libraries, models, device, time.
 
 Every output of the pipeline carries one provenance record (a JSON-able dict):
 figures in their PNG text chunks and PDF info dictionary, parquet tables in their footer
@@ -31,14 +31,20 @@ from ..errors import BadInput
 from .figure import save_figure
 from .jsonfile import json_text, sealed, write_json, write_sidecar, write_with_sidecar
 from .parquet import ParquetStream, write_parquet
-from .record import PACKAGES, Recorder, describe_device, git_state, loaded_code, package_versions
+from .record import (
+    Recorder,
+    describe_device,
+    git_state,
+    installed_version,
+    loaded_code,
+    package_versions,
+)
 from .seal import CONTENT, KEY, PLACEHOLDER, RECORD, SIDECAR_SUFFIX, Found, Seal, json_digest
 from .verify import content_check, read, seal_of
 
 __all__ = [
     "CONTENT",
     "KEY",
-    "PACKAGES",
     "PLACEHOLDER",
     "RECORD",
     "SIDECAR_SUFFIX",
@@ -50,6 +56,7 @@ __all__ = [
     "content_check",
     "describe_device",
     "git_state",
+    "installed_version",
     "json_digest",
     "json_text",
     "loaded_code",

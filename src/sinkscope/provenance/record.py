@@ -1,4 +1,4 @@
-"""The record of one job: code, config values, input hashes, packages, models, device, time.
+"""The record of one job: code, config values, input hashes, libraries, models, device, time.
 
 `Recorder` collects it while the job runs; `record()` gives it, to be sealed into each output
 by the writer of its format.
@@ -7,6 +7,7 @@ by the writer of its format.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import re
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +24,6 @@ from ..errors import BadInput
 from ..files import sha256_file, sha256_path
 from .seal import CONTENT, RECORD, jsonable
 from .verify import seal_of
-
-PACKAGES = (
-    "sinkscope",
-    "torch",
-    "transformers",
-    "numpy",
-    "pandas",
-    "pyarrow",
-    "matplotlib",
-    "safetensors",
-    "gguf",
-    "snakemake",
-)
 
 
 def git_state(directory: str | Path) -> dict[str, Any]:
@@ -54,14 +42,34 @@ def git_state(directory: str | Path) -> dict[str, Any]:
     return {"commit": commit, "dirty": dirty}
 
 
+@functools.cache
+def _providers() -> dict[str, tuple[str, ...]]:
+    """{top-level module: the distributions that install it} of this environment."""
+    return {module: tuple(names) for module, names in packages_distributions().items()}
+
+
+@functools.cache
+def installed_version(name: str) -> str | None:
+    """The installed version of a distribution (`python`: the interpreter's); None if none."""
+    if name == "python":
+        return platform.python_version()
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
 def package_versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = None
-    return versions
+    """{library: installed version} of python, sinkscope and every installed distribution this
+    process has imported a module of so far (`sys.modules`), by its normalised name."""
+    providers = _providers()
+    imported = {
+        re.sub(r"[-_.]+", "-", name).lower()
+        for module in list(sys.modules)
+        for name in providers.get(module.partition(".")[0], ())
+    }
+    names = ["python", "sinkscope", *sorted(imported - {"sinkscope"})]
+    return {name: installed_version(name) for name in names}
 
 
 def describe_device(device: str) -> str:
@@ -140,7 +148,6 @@ class Recorder:
             "params": jsonable(params),
             "inputs": [_input_record(p) for p in inputs],
             "code": code,
-            "packages": package_versions(),
             "device": describe_device(device),
             "host": platform.node(),
             "workdir": os.getcwd(),
@@ -171,6 +178,7 @@ class Recorder:
         return {
             **self.base,
             "code": {**self.base["code"], "modules": loaded_code()},
+            "packages": package_versions(),  # the libraries imported by now
             "started": datetime.fromtimestamp(self.started, UTC).isoformat(timespec="seconds"),
             "finished": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
             "wall_time_s": round(now - self.started, 3),
