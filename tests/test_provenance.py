@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import stat
 import subprocess
 import sys
 import time
 import zlib
+from importlib.metadata import version
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +19,9 @@ import pytest
 
 from sinkscope import codedigest, files, plotting, provenance
 from sinkscope.audit import audit
+from sinkscope.cli import main
+from sinkscope.provenance.pdf import literal as pdf_literal
+from sinkscope.provenance.seal import payload as record_payload
 
 
 @pytest.fixture
@@ -42,8 +47,71 @@ def test_record_fields(record, tmp_path):
     assert code["modules"]["sinkscope.provenance"] == codedigest.module_digest(
         "sinkscope.provenance"
     )
-    assert record["packages"]["torch"] and record["packages"]["python"]
+    assert record["packages"]["pandas"] == version("pandas")  # this module imports it
+    assert record["packages"]["python"] == platform.python_version()
     assert record["device"].startswith("cpu") and record["wall_time_s"] >= 0
+
+
+def test_a_record_names_the_libraries_its_job_imported_by_the_time_of_the_record(tmp_path):
+    """A job that imports pandas after its recorder started, and not torch: its record names
+    pandas and what pandas imported, with their installed versions, and not torch."""
+    job = (
+        "import json, sys\n"
+        "from sinkscope.provenance import Recorder\n"
+        "recorder = Recorder(rule='r', params={}, inputs=[], code_dir=sys.argv[1])\n"
+        "import pandas\n"
+        "print(json.dumps(recorder.record()['packages']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", job, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    packages = json.loads(done.stdout)
+    assert list(packages)[:2] == ["python", "sinkscope"]
+    assert packages["python"] == platform.python_version()
+    for name in ("pandas", "numpy", "python-dateutil"):
+        assert packages[name] == version(name), name
+    assert "torch" not in packages and "matplotlib" not in packages
+
+
+def test_audit_names_each_library_made_under_another_version(tmp_path, capsys):
+    """A result whose record names other versions than those installed (or a library no longer
+    installed): the audit names each library and both versions, and the verdict the first."""
+    table = tmp_path / "table.parquet"
+    made = provenance.Recorder(rule="r", params={}, inputs=[], code_dir=tmp_path)
+    record = made.record()
+    assert "libraries now: the same versions" in audit_lines(table, record)
+    assert audit(table)[-1] == "verdict: verified"
+
+    numpy_now = version("numpy")
+    record["packages"] |= {"numpy": "1.26.4", "removed-library": "2.0"}
+    lines = audit_lines(table, record)
+    assert (
+        f"libraries now: OTHER VERSIONS of numpy 1.26.4 (installed: {numpy_now}), "
+        "removed-library 2.0 (installed: none)"
+    ) in lines
+    verdict = f"verdict: other library versions: {table} was made with numpy 1.26.4"
+    assert audit(table)[-1] == f"{verdict} (installed: {numpy_now})"
+    assert main(["audit", str(table)]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == audit(table)[-1]
+
+
+def test_a_stale_input_outranks_other_library_versions(tmp_path):
+    raw = tmp_path / "raw.txt"
+    raw.write_text("numbers")
+    table = tmp_path / "table.parquet"
+    record = provenance.Recorder(rule="r", params={}, inputs=[raw], code_dir=tmp_path).record()
+    record["packages"]["numpy"] = "1.26.4"
+    provenance.write_parquet(pd.DataFrame({"a": [1]}), table, record)
+    raw.write_text("other numbers")
+    assert audit(table)[-1] == (
+        f"verdict: stale: input {raw} changed since {table} was made (and 1 more above)"
+    )
+
+
+def audit_lines(table, record) -> list[str]:
+    """The audit's lines of `table` written with `record`, without the indentation."""
+    provenance.write_parquet(pd.DataFrame({"a": [1]}), table, record)
+    return [line.strip() for line in audit(table)]
 
 
 def test_git_state_of_a_checkout(tmp_path):
@@ -223,11 +291,11 @@ def test_audit_verdicts(tmp_path):
 def test_audit_compares_the_code_that_ran_with_the_code_now(tmp_path, monkeypatch):
     table = tmp_path / "table.parquet"
     record = provenance.Recorder(rule="r", params={}, inputs=[], code_dir=tmp_path).record()
-    record["code"]["modules"]["sinkscope.provenance"] = "0" * 16  # as if it was edited since
+    record["code"]["modules"]["sinkscope.provenance.parquet"] = "0" * 16  # edited since
     provenance.write_parquet(pd.DataFrame({"a": [1]}), table, record)
     lines = audit(table)
     assert lines[-1].startswith(f"verdict: stale: the code of {table} changed since: ")
-    assert lines[-1].endswith("provenance.py")
+    assert lines[-1].endswith(str(Path("provenance", "parquet.py")))
 
 
 def test_audit_calls_stale_what_would_rerun(tmp_path, monkeypatch):
@@ -325,9 +393,9 @@ def _record_bytes(path) -> tuple[int, int]:
         "content_sha256": seal.content_sha256,
         "record_sha256": seal.record_sha256,
     }
-    payload = provenance._payload(full)
+    payload = record_payload(full)
     if path.suffix == ".pdf":
-        payload = provenance._pdf_literal(payload)
+        payload = pdf_literal(payload)
     start = data.index(payload)
     if path.suffix == ".png":  # the whole chunk: length, type, keyword, text, CRC
         start, end = start - len(provenance.KEY) - 9, start + len(payload) + 4

@@ -10,11 +10,13 @@ For each file with a provenance record the audit
 - re-hashes the files of each model cache against its manifest, and compares the manifest's
   weights with those the record names;
 - compares the code of the package modules (as the reruns see it: comments, docstrings and
-  prose aside) and the workflow script that ran with those that would run now.
+  prose aside) and the workflow script that ran with those that would run now;
+- compares the versions of the libraries the job imported with those installed now.
 Verdict, the worst found: `record edited: FILE` when a record is not as written, `content
 modified: FILE` when a file's content no longer matches its record (or a model file its
 manifest), `missing: FILE` when a file whose sidecar remains is gone, `stale: ...` when an
-input, a model or the code changed since, else `verified`.
+input, a model or the code changed since, `other library versions: ...` when a library the job
+imported is installed now in another version (or not at all), else `verified`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from .errors import UserError
 
 VERIFIED, STALE, MISSING = "verified", "stale", "missing"
 MODIFIED, EDITED = "content modified", "record edited"
-_SEVERITY = {EDITED: 5, MODIFIED: 4, MISSING: 3, STALE: 2}
+OTHER_LIBRARIES = "other library versions"
+_SEVERITY = {EDITED: 5, MODIFIED: 4, MISSING: 3, STALE: 2, OTHER_LIBRARIES: 1}
 PIPELINE_FOLDERS = ("results", "figures")  # and resources/models: where the pipeline writes
 SIDECAR_FORMATS = (".csv", ".md", ".html", ".pt")  # the outputs whose record is a sidecar
 
@@ -128,6 +131,17 @@ def _code_changes(code: dict[str, Any]) -> list[str]:
     return changed
 
 
+def _library_changes(packages: dict[str, Any]) -> list[str]:
+    """`NAME RECORDED (installed: NOW)` of each library of a record installed in another
+    version now (`none`: not installed)."""
+    changed = []
+    for name, recorded in packages.items():
+        now = provenance.installed_version(name)
+        if recorded is not None and now != recorded:
+            changed.append(f"{name} {recorded} (installed: {now or 'none'})")
+    return changed
+
+
 @dataclass
 class _Audit:
     findings: list[tuple[str, str]] = field(default_factory=list)  # (kind, reason)
@@ -196,6 +210,11 @@ class _Audit:
             lines.append(f"{pad}code now: CHANGED in {', '.join(changed)}")
         elif (prov.get("code") or {}).get("modules"):
             lines.append(f"{pad}code now: the same package modules")
+        if libraries := _library_changes(prov.get("packages") or {}):
+            self.note(OTHER_LIBRARIES, f"{path} was made with {libraries[0]}")
+            lines.append(f"{pad}libraries now: OTHER VERSIONS of {', '.join(libraries)}")
+        elif prov.get("packages"):
+            lines.append(f"{pad}libraries now: the same versions")
         if path.name == "manifest.json":
             with contextlib.suppress(ValueError):
                 lines += _model_lines(json.loads(path.read_text()), pad)
@@ -240,7 +259,7 @@ class _Audit:
 def audit(path: str | Path, _pad: str = "", _seen: set[Path] | None = None) -> list[str]:
     """Lines describing how `path` was made, recursing into every input that carries provenance,
     the last one the verdict (`verdict: verified`, or `verdict: KIND: ...`, KIND one of record
-    edited, content modified, missing, stale).
+    edited, content modified, missing, stale, other library versions).
 
     UserError if `path` (and a sidecar of it) is missing, is unreadable or carries no record."""
     lines, verdict = audit_report(path, _pad)
