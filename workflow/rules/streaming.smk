@@ -20,12 +20,25 @@ CORPUS_TEXT = (
     if STREAM_CORPUS
     else pick(STREAM_TEXT, "source", "hub")
 )
+PPL = STREAMING["ppl"]
+PPL_READ = ("tokens", "cache", "sinks", "newline_sinks", "short_tokens", "recompute_every", "chunk")
+
+
+def ppl_settings(model):
+    """What `streaming_nll` reads for a model: the `ppl` settings; a null (a claim model's copy
+    with fresh weights, `null_of`) streams at most `null_tokens` text tokens."""
+    if model == parent_of(model):
+        return pick(PPL, *PPL_READ)
+    fewer = {key: min(PPL[key], PPL["null_tokens"]) for key in ("tokens", "short_tokens")}
+    return pick(PPL, *PPL_READ) | fewer
 
 
 rule streaming_nll:
-    """S3/S4: per-token NLL of one LM on the long text, one part of the policies (fast, exact)."""
+    """S3/S4: per-token NLL of one LM on the long text, one part of the policies (fast, exact);
+    a null reads the text with its parent's tokenizer."""
     input:
         manifest=model_manifest("{model}"),
+        tokenizer=lambda w: model_manifest(parent_of(w.model)),
         corpus=STREAM_CORPUS,
     output:
         "results/streaming/nll/{model}/{part}.parquet",
@@ -34,16 +47,7 @@ rule streaming_nll:
     params:
         text=CORPUS_TEXT,
         tokenize=STREAM_TEXT["tokenize"],
-        ppl=pick(
-            STREAMING["ppl"],
-            "tokens",
-            "cache",
-            "sinks",
-            "newline_sinks",
-            "short_tokens",
-            "recompute_every",
-            "chunk",
-        ),
+        ppl=lambda w: ppl_settings(w.model),
         attention=STREAMING["attention"],
         device=config["device"],
         code=code_of("streaming_nll.py"),

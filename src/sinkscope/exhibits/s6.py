@@ -2,7 +2,8 @@
 
 Input: per variant, kept tokens and evaluation window, the mean NLL of the bytes scored once the
 cache is full (`sinkscope.streaming.sink_eval.streaming_ppl`: every window streamed on its own,
-the same text bytes for every variant), and the training log of each variant: its losses and,
+the same text bytes for every variant; also of each LM at its initialisation, `<variant>@init`,
+the claims' null), and the training log of each variant: its losses and,
 every few steps, the first token's attention share and sink rate on held-out windows as they
 emerge over the tokens seen (`emergence`, logged during training). A PPL ratio
 between two conditions is exp of the difference of their mean NLLs over the same windows; its
@@ -14,14 +15,18 @@ from __future__ import annotations
 import pandas as pd
 
 from ..metrics import SINK_RATE_EPS
+from ..models.sources import null_of
 from ..streaming.vocabulary import EMERGENCE
-from . import Measured
+from . import Measured, with_nulls
 from .streaming_tables import (
+    UNTRAINED,
     kept_tokens_ratio,
     kept_tokens_ratios,
     lm_note,
     ppl_line,
     summary,
+    trained_name,
+    trained_rows,
 )
 
 # claim -> (variant, kept tokens of the numerator, kept tokens of the denominator): PPL ratios
@@ -57,15 +62,23 @@ def emergence(history: pd.DataFrame) -> pd.DataFrame:
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     """PPL ratios of 1 over 4 kept tokens for each variant present (value: on all windows;
-    interval: bootstrap over the windows)."""
+    interval: bootstrap over the windows), each with the same ratio of the variant's LM at its
+    initialisation (`<variant>@init`, before training) as its null."""
+    trained = ratio_claims(tables, settings, trained_name)
+    return with_nulls(trained, ratio_claims(tables, settings, null_of), UNTRAINED)
+
+
+def ratio_claims(tables: dict[str, pd.DataFrame], settings: dict, name) -> dict[str, Measured]:
+    """The claims of `RATIOS` on the LMs `name(variant)` names (the trained ones, or their nulls)
+    that the tables hold."""
     table, windows = tables["ppl"], tables["windows"]
     model, context = lm_note(table, settings)
     found = {}
     for claim, (variant, top, bottom) in RATIOS.items():
-        if variant not in set(table.variant):
+        if (lm := name(variant)) not in set(table.variant):
             continue
-        value, interval = kept_tokens_ratio(windows, variant, top, bottom)
-        note = f"{ppl_line(table, variant)}; ratio {top} vs {bottom} kept {value:.4f}; {context}"
+        value, interval = kept_tokens_ratio(windows, lm, top, bottom)
+        note = f"{ppl_line(table, lm)}; ratio {top} vs {bottom} kept {value:.4f}; {context}"
         found[claim] = Measured(value, model, note, interval)
     return found
 
@@ -97,7 +110,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         title=PRETRAINING,
     )
     ax_l.legend(fontsize=7)
-    for variant, part in table.groupby("variant", sort=False):
+    for variant, part in trained_rows(table).groupby("variant", sort=False):
         ax_p.plot(part.sinks, part.ppl, "o-", label=variant)
     ax_p.set_xticks(sorted(table.sinks.unique()))
     plotting.log_if_wide(ax_p.yaxis, table.ppl)
