@@ -355,21 +355,27 @@ four "\n" tokens + 1020 give 5.60 (Table 1); the sliding window with re-computat
 **Pipeline.** `sinkscope.streaming` (a KV-cache policy layer with exact RoPE re-rotation): policies
 `full`, `0+C`, `k+r`, `recompute C`; cache C = `streaming.ppl.cache`. The table `ppl` gives each
 condition's PPL = exp(mean NLL) over the whole text it scored (the paper's metric), over the
-**positions after the first C** (`ppl_full_cache`) and over those that re-computation scored.
-The claims are read after the first C text positions only: before, every policy keeps every
-token of the same stream, so the conditions score alike and a statistic over them is pulled
-towards "no difference" (a true ratio r over a text whose first quarter is pre-fill reads about
-r^0.75). From position C + 1 on, every condition's cache is full and has evicted a token,
-whatever the stream's prefix. Claims:
+**positions after the first C** (`ppl_full_cache`), over those of them that every condition but
+re-computation scored (`ppl_common`, with its bootstrap interval: the figure's legend) and over
+those that re-computation scored (`ppl_at_recompute_positions`). The claims are read after the
+first C text positions only: before, every policy keeps every token of the same stream, so the
+conditions score alike and a statistic over them is pulled towards "no difference" (a true
+ratio r over a text whose first quarter is pre-fill reads about r^0.75). From position C + 1
+on, every condition's cache is full and has evicted a token, whatever the stream's prefix.
+Claims:
 
 - `S3.window_collapses`: PPL(0+C) / PPL(4+(C-4)), exp(mean paired NLL difference);
-- `S3.sinks_match_recomputation` and `S3.newline_sinks`: the **share of the window's log-PPL
-  gap** that a condition closes, (log PPL(window) - log PPL(condition)) / (log PPL(window) -
-  log PPL(reference)): 1 when the condition does as well as the reference, 0 when no better than
-  the window. For the sinks, 4+(C-4) between 0+C and re-computation, on the re-computed
-  positions; for the newlines, 4 newlines + window between 0+C and 4+(C-4). A share, unlike a
-  PPL ratio, carries over between a model whose window collapses 955-fold and one whose window
-  degrades 1.5-fold; it is undefined (no value) when the window is not worse than the reference.
+- `S3.sinks_match_recomputation`: the **share of the window's log-PPL gap** that 4+(C-4)
+  closes between 0+C and re-computation, (log PPL(window) - log PPL(sinks)) / (log PPL(window)
+  - log PPL(re-computation)), on the re-computed positions: 1 when the sinks do as well as
+  re-computation, 0 when no better than the window. A share, unlike a PPL ratio, carries over
+  between a model whose window collapses 955-fold and one whose window degrades 1.5-fold; it is
+  undefined (no value) when the window is not worse than the reference;
+- `S3.newline_sinks`: PPL(4 newlines + window) / PPL(4+(C-4)), the ratio the paper reports
+  (Table 1: 5.60 / 5.40 = 1.037). Its note also gives the share of the window's log-PPL gap that
+  the newlines close, the row's statistic until 2026-12-07: a share divides by the window's gap,
+  so the same newline cost weighs ~20 times more in a model whose window costs it ln 1.6 than in
+  one whose window costs it ln 955.
 
 All three are on the positions after the first C that every compared condition scored, with a
 bootstrap interval over blocks of `streaming.ppl.block_tokens` contiguous text positions (table
@@ -383,29 +389,55 @@ Where a newline is m > 1 ids after text, the S newlines are S·m ids, all kept a
 window keeps C - S·m recent tokens: the condition is named `nl+(C - S·m)`. A tokenizer that
 merges a newline into the text before it stops the part with a message.
 
+**Nulls.** Every row is measured again on the claim model's null, `<model>@init`: the same
+architecture and config with every weight drawn afresh (`diagnostics.nulls.seed`), streamed
+through the same three NLL parts over at most `streaming.ppl.null_tokens` text tokens (the
+default's 3072 give eight blocks after the cache, the fewest the stability row's quarters
+need). An
+untrained LM has no first-token sink: evicting its first tokens costs it nothing, so its window
+ratio is about 1 (the window control lacks the phenomenon there), a share of a gap it does not
+have is noise or undefined, and its newline ratio is about 1, which passes the newline row's
+check: what shows that row could have failed is its control's null. The stability row's null
+is near 1 as well, and its control (the tokens streamed) measures the run's size, not a
+phenomenon, so it carries no null: on an untrained LM the stability statistic passes, and the
+scorecard says so. The nulls' rows are in the tables (model `<model>@init`), not in the figure.
+
 **Kind, controls and thresholds.** All three are **replications** (a pretrained LM on measured
 text: its window may not degrade, its sinks may recover only part of the loss, newlines may not
 act as sinks). `S3.window_collapses` is the phenomenon itself; the two sinks rows have the
 control "the window without sinks degrades" (`S3.window_collapses` >= 1.47): without it a share
-of a gap that is not there says nothing. Thresholds, from the paper:
+of a gap that is not there says nothing, and newlines that cost as little as initial tokens say
+nothing about sinks. Thresholds, from the paper:
 
-- 1.47 (window collapses, and the control): the smallest window-over-4-kept PPL ratio among the
-  models of Table 2 (Falcon-7B, 17.90 vs 12.12 = 1.477); a small LM cannot be expected to reach
-  Llama-2-13B's 955, and the paper calls Falcon's 1.48 a drastic increase too;
-- 0.99 (sinks match re-computation, newline sinks): the smallest share the paper calls
-  sufficient, four initial tokens in Table 2 (Pythia-12B: ln(21.62/12.09) / ln(21.62/12.02) =
-  0.990). The paper's own shares: 1.001 for sinks + window against re-computation (Figure 1:
-  5158 -> 5.40 vs 5.43), 0.995 for the newlines (Table 1: 5158.07 -> 5.60 vs 5.40).
+- 1.47 to 955 (the window degrades; the control: at least 1.47): the smallest and largest
+  window-over-4-kept PPL ratio among the paper's models, Falcon-7B's 17.90 / 12.12 = 1.477
+  (Table 2) and Llama-2-13B's 5158.07 / 5.40 = 955 (Table 1); a small LM cannot be expected to
+  reach Llama-2-13B's 955, and the paper calls Falcon's 1.48 a drastic increase too;
+- 1 +- 0.01 (sinks match re-computation): the gap closed exactly, within the distance from 1 of
+  the smallest share the paper calls sufficient, four initial tokens in Table 2 (Pythia-12B:
+  ln(21.62/12.09) / ln(21.62/12.02) = 0.990); the paper's own share is 1.001 (Figure 1: 5158 ->
+  5.40 vs 5.43);
+- at most 1.066 (newline sinks): between the newline cost the paper calls comparable
+  (Table 1, 5.60 / 5.40 = 1.037) and the cost of 2 against 4 initial tokens on Llama-2-7B
+  (Table 2, 10.51 / 9.59 = 1.096), which the paper counts as not restoring perplexity fully;
+  their geometric midpoint. Newlines that do better than the initial tokens pass.
+
+**The figure's legend** gives each condition's PPL on the same positions: those after the
+first C that every condition but re-computation scored (the sink counts of S4 and the full
+cache are scored on the first `streaming.ppl.short_tokens` only), with its bootstrap interval; re-computation's PPL on its own positions, beside the
+streaming cache's on those same positions. The whole-text PPLs, each over its own span, are in
+`results/S3/ppl.parquet`.
 
 **Two more claims of the paper.** `S3.paper_families_degrade`: window attention degrades Llama 2,
 MPT, Falcon and Pythia; its value is the smallest window ratio (as `S3.window_collapses`) over the
 streamed models of those families, found by their registry descriptions, against the same 1.47;
-its control `S3.paper_families_streamed` counts the families streamed, and asks for all four
-(the default tier streams none of them; no tier has an MPT or Falcon adapter).
-`S3.stable_over_millions`: the streaming cache's PPL over the last quarter of the claim's blocks
-over the first quarter's (bootstrapped over the blocks of each), within 10 % of 1 (chosen: the
-paper shows flat curves without a number); its control `S3.streamed_tokens` asks for the paper's
-4 million tokens streamed.
+its null, the smallest window ratio over the nulls streamed; its control
+`S3.paper_families_streamed` counts the families streamed, and asks for all four (each family
+has an adapter; the paper tier streams Llama-2 7B and 13B, MPT-7B, Falcon-7B and Pythia-160M,
+the default none of them). `S3.stable_over_millions`: the streaming cache's PPL over the last
+quarter of the claim's blocks over the first quarter's (bootstrapped over the blocks of each),
+within 10 % of 1 (chosen: the paper shows flat curves without a number); its control
+`S3.streamed_tokens` asks for the paper's 4 million tokens streamed.
 """
 
 CAPTION = r"""
@@ -420,8 +452,12 @@ bottom), all in the same bins of {{ snakemake.config.streaming.ppl.bin_tokens }}
 counted from C + 1. Error bars: 95 % bootstrap intervals over the bin's blocks of
 {{ snakemake.config.streaming.ppl.block_tokens }} positions, the resampling of the claims (none
 for a bin of one block). The dotted line marks C: before it every policy keeps every token, and
-the claims are read after it. Legend: PPL of each condition over its positions after the first C
-with the same bootstrap interval; the paper's metric, over all positions, is in
-``results/S3/ppl.parquet``. Computed by the exact chunked evaluation (equal to the
-token-by-token loop within 1e-4 NLL, tests/test_streaming.py).
+the claims are read after it. Legend: each condition's PPL on the same positions, those after
+the first C that every condition but re-computation scored (named in the legend's title), with
+the same bootstrap interval; re-computation's on its own positions, beside the streaming
+cache's there. The paper's metric, over all positions, is in ``results/S3/ppl.parquet``, with
+the rows of the claim model's null (its copy with fresh weights, streamed over at most
+{{ snakemake.config.streaming.ppl.null_tokens }} tokens), which the figure leaves out. Computed
+by the exact chunked evaluation (equal to the token-by-token loop within 1e-4 NLL,
+tests/test_streaming.py).
 """

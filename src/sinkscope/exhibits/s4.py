@@ -168,6 +168,12 @@ that 1 kept initial token closes, and that 4 close (`gap_share`, as in S3). The 
 `S4.window_ratio`: PPL with 0 over PPL with 8 kept (the window degrades). Each has the
 block-bootstrap interval of S3.
 
+**Nulls.** The claims and the control are measured again on the claim model's null, its copy
+with every weight drawn afresh (`<model>@init`), streamed over at most
+`streaming.ppl.null_tokens` text tokens, as in S3: with no first-token sink, its window ratio is
+about 1 (the control lacks the phenomenon) and the shares of a gap it does not have are noise,
+or undefined where the window is not worse. The null's rows are in the tables, not the figure.
+
 **Kind, controls and thresholds.** Both are **replications** (the claim model may spread its
 sink over more initial tokens), with the control "the window without initial tokens degrades"
 (`S4.window_ratio` >= 1.47, the smallest 0-over-8-kept ratio of Table 2, Falcon-7B 1.477).
@@ -183,5 +189,6 @@ ones, at the same total cache C, on the same text positions: solid, over all of 
 metric); dashed, over those after the first C, where the cache is full and the counts can differ
 (the claims are read there), with the 95 % bootstrap interval over blocks of
 {{ snakemake.config.streaming.ppl.block_tokens }} positions that the claims use. The paper
-(Llama-2-7B, cache 4096): 3359.95 / 11.88 / 10.51 / 9.59 / 9.54.
+(Llama-2-7B, cache 4096): 3359.95 / 11.88 / 10.51 / 9.59 / 9.54. The claim model's null (its
+copy with fresh weights) is in ``results/S4/ppl.parquet``, not drawn.
 """

@@ -187,6 +187,14 @@ a reader sees how far training has brought the phenomenon: Gu et al. (ICLR 2025)
 sinks emerge in LMs of about 60 M parameters only after one to two billion tokens, while the
 default trains each LM on 160 x 16 x 128 = 0.3 M bytes.
 
+**Nulls.** Every LM is also evaluated at its initialisation, before training (`<variant>@init`:
+the weights `build_model` draws from `streaming.pretrain.seeds.init`, the state its pretraining
+starts from), streamed and read the same way; each row's ratio on those LMs is its null. An
+untrained LM has no first-token sink, so no number of kept tokens matters (ratios about 1):
+the sink-token row's null can pass its own check, and what shows the row could have failed is
+its controls' nulls (the vanilla LM at initialisation has no sink heads and no window
+degradation). The nulls' rows are in the tables, not the figure.
+
 **Kind, controls and thresholds.** All three are **replications** (LMs trained here, which may
 not develop the paper's sinks). Controls, measured on the vanilla LM by S7: it has first-token
 sinks (`S7.vanilla_sink_rate`, the % of (window, layer, head) whose first-token share exceeds
@@ -220,5 +228,6 @@ attention share and the sink rate over the tokens seen, with the thresholds of S
 (dotted; ``results/S6/emergence.parquet``). The claims' panel: each variant's PPL with 1 over 4
 kept tokens, with its 95 % bootstrap interval over the windows, as the scorecard judges it. Where
 training logged no emergence, or a measure stayed at zero, its panel is left out and named below
-the others.
+the others. Each LM at its initialisation (``<variant>@init``, the claims' nulls) is in
+``results/S6/ppl.parquet``, not drawn.
 """

@@ -164,6 +164,12 @@ its sink rate (per window and layer, the % of heads whose alpha exceeds 0.3, `st
 the mean over layers and windows) and its PPL with 0 over 4 kept tokens. Intervals: bootstrap over
 the windows, paired across the models.
 
+**Nulls.** Each LM at its initialisation (`<variant>@init`, as in S6) measured the same way:
+the claims and the vanilla controls on it are the rows' nulls. The learned-sink and vanilla LMs
+start from the same weights with the sink logit at 0, which leaves the renormalised first-token
+share as it is, so the null of the fall is 0 up to rounding; the vanilla LM at initialisation
+has no sink heads (its sink-rate control lacks the phenomenon).
+
 **Kind, controls and thresholds.** Both are **replications** with the control "the vanilla LM
 has first-token sinks" (`S7.vanilla_sink_rate` > 0); `S7.streams_without_sinks` also needs the
 vanilla LM to degrade with 0 kept tokens (`S7.vanilla_window_ratio` >= 1.1, as in S6).
@@ -178,4 +184,5 @@ token (all queries that see it) for each variant, and the weight absorbed by the
 there is one (zero sink, learned sink). Middle: streaming perplexity with no initial token kept.
 Right: the claims' PPL ratios, 0 over 4 kept tokens, for the learned sink (the claim) and vanilla
 (its control), each with its 95 % bootstrap interval over the windows, as the scorecard judges it.
+Each LM at its initialisation (``<variant>@init``, the claims' nulls) is in the tables, not drawn.
 """
