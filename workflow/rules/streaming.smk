@@ -20,17 +20,6 @@ CORPUS_TEXT = (
     if STREAM_CORPUS
     else pick(STREAM_TEXT, "source", "hub")
 )
-PPL = STREAMING["ppl"]
-PPL_READ = ("tokens", "cache", "sinks", "newline_sinks", "short_tokens", "recompute_every", "chunk")
-
-
-def ppl_settings(model):
-    """What `streaming_nll` reads for a model: the `ppl` settings; a null (a claim model's copy
-    with fresh weights, `null_of`) streams at most `null_tokens` text tokens."""
-    if model == parent_of(model):
-        return pick(PPL, *PPL_READ)
-    fewer = {key: min(PPL[key], PPL["null_tokens"]) for key in ("tokens", "short_tokens")}
-    return pick(PPL, *PPL_READ) | fewer
 
 
 rule streaming_nll:
