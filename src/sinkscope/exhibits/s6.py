@@ -110,10 +110,11 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         title=PRETRAINING,
     )
     ax_l.legend(fontsize=7)
-    for variant, part in trained_rows(table).groupby("variant", sort=False):
+    trained = trained_rows(table)  # the nulls, each LM at its initialisation: not drawn
+    for variant, part in trained.groupby("variant", sort=False):
         ax_p.plot(part.sinks, part.ppl, "o-", label=variant)
-    ax_p.set_xticks(sorted(table.sinks.unique()))
-    plotting.log_if_wide(ax_p.yaxis, table.ppl)
+    ax_p.set_xticks(sorted(trained.sinks.unique()))
+    plotting.log_if_wide(ax_p.yaxis, trained.ppl)
     ax_p.set(
         xlabel="initial tokens kept",
         ylabel="streaming PPL (per byte)",
