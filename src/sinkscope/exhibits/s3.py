@@ -426,9 +426,9 @@ nothing about sinks. Thresholds, from the paper:
 
 **The figure's legend** gives each condition's PPL on the same positions: those after the
 first C that every condition but re-computation scored (the sink counts of S4 and the full
-cache are scored on the first `streaming.ppl.short_tokens` only), with its bootstrap interval; re-computation's PPL on its own positions, beside the
-streaming cache's on those same positions. The whole-text PPLs, each over its own span, are in
-`results/S3/ppl.parquet`.
+cache are scored on the first `streaming.ppl.short_tokens` only), with its bootstrap interval;
+re-computation's PPL on its own positions, beside the streaming cache's on those same
+positions. The whole-text PPLs, each over its own span, are in `results/S3/ppl.parquet`.
 
 **Two more claims of the paper.** `S3.paper_families_degrade`: window attention degrades Llama 2,
 MPT, Falcon and Pythia; its value is the smallest window ratio (as `S3.window_collapses`) over the
