@@ -182,6 +182,10 @@ CROSS_FIELD = {
         {"streaming.ppl.short_tokens": 512},
         ["'streaming.ppl.cache' (1024) must be smaller than 'streaming.ppl.short_tokens' (512)"],
     ),
+    "the null's text shorter than the cache": (
+        {"streaming.ppl.null_tokens": 1000},
+        ["'streaming.ppl.cache' (1024) must be smaller than 'streaming.ppl.null_tokens' (1000)"],
+    ),
     "S9 sinks fill the cache": (
         {"streaming.memory.measured.sinks": 64},
         ["'streaming.memory.measured.sinks' (64) must be smaller than"],

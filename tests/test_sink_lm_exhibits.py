@@ -21,6 +21,7 @@ from sinkscope.streaming.pretrain import (
     build_model,
     corpus_bytes,
     load,
+    load_untrained,
     save,
     sink_logit_attention,
     train,
@@ -34,6 +35,12 @@ from sinkscope.streaming.sink_eval import (
 
 ARCH = {"d_model": 16, "n_layers": 1, "n_heads": 2, "context": 16}
 CHECKS = {claim["id"]: claim["check"] for claim in load_claims()}
+CONTROLS = {  # the checks of the controls an exhibit measures
+    c["measure"]: c["check"]
+    for claim in load_claims()
+    for c in claim.get("preconditions", [])
+    if "measure" in c
+}
 
 
 def test_sink_logit_attention_known_answer():
@@ -71,12 +78,29 @@ def test_training_is_deterministic_and_checkpoints_round_trip(tmp_path):
     b, hist_b = train("learned_sink", data, ARCH, 3, 2, 1e-3, seeds)
     assert hist_a == hist_b
     path = tmp_path / "lm.pt"
-    save(a, "learned_sink", ARCH, path, {"rule": "test"})
+    save(a, "learned_sink", ARCH, seeds["init"], path, {"rule": "test"})
     loaded, variant = load(path)
     ids = torch.tensor([[1, 2, 3]])
     assert variant == "learned_sink"
     assert torch.equal(loaded(input_ids=ids).logits, a(input_ids=ids).logits)
     assert (tmp_path / "lm.pt.prov.json").exists()
+
+
+def test_the_untrained_lm_is_the_state_training_starts_from(tmp_path):
+    """With a learning rate of 0 no step moves a weight: the LM trained so is the state its
+    training started from, which `load_untrained` rebuilds from the checkpoint's init seed (and
+    `load` from its weights); another seed draws other weights."""
+    data, _ = corpus_bytes("It is a truth universally acknowledged. " * 20, 0.1)
+    seeds = {"init": 3, "data": 0}
+    model, _ = train("sink_token", data, ARCH, 2, 2, 0.0, seeds)
+    path = tmp_path / "lm.pt"
+    save(model, "sink_token", ARCH, seeds["init"], path, {"rule": "test"})
+    untrained, variant = load_untrained(path)
+    assert variant == "sink_token" and not untrained.training
+    trained = load(path)[0].state_dict()
+    assert all(torch.equal(w, trained[k]) for k, w in untrained.state_dict().items())
+    other = build_model("sink_token", ARCH, 4).state_dict()
+    assert not torch.equal(other["lm_head.weight"], trained["lm_head.weight"])
 
 
 def test_eval_windows_cut_the_held_out_bytes():
@@ -109,6 +133,11 @@ def test_sink_lm_evaluation_scores_the_same_text_bytes():
         scored[variant] = {r["tokens"] for r in rows}
         assert [(r["window"], r["layer"]) for r in mass] == [(0, 0), (1, 0)]
         assert {r["variant"] for r in mass} == {variant}
+        with torch.inference_mode():
+            named = streaming_ppl(model, variant, windows, 8, [0, 2], 16, f"{variant}@init")
+            named_mass = attention_mass(model, variant, windows[:, :16], f"{variant}@init")
+        assert [r | {"variant": variant} for r in named] == rows  # the rows, named apart
+        assert [r | {"variant": variant} for r in named_mass] == mass
     assert scored == {"vanilla": {20 - 1 - 8}, "sink_token": {20 - 1 - 8}}
 
 
@@ -224,12 +253,24 @@ def history(variant: str, emergence: bool) -> pd.DataFrame:
     return found.assign(variant=variant)
 
 
-def sink_lm_tables(tmp_path, offsets, levels, emergence=False):
+# each LM at its initialisation (the claims' nulls): no kept token helps, no sink heads
+UNTRAINED_OFFSETS = dict.fromkeys([0, 1, 2, 4], 0.0)
+UNTRAINED_LEVEL = 0.05
+
+
+def sink_lm_tables(tmp_path, offsets, levels, emergence=False, untrained=None):
+    """S6's and S7's tables from evaluation tables of the variants of `offsets` and `levels`,
+    and of each one at its initialisation (`untrained`: its offsets and levels, by default those
+    of an LM with no sink)."""
     variants = list(offsets)
     histories = [written(tmp_path, f"{v}_history", history(v, emergence)) for v in variants]
+    nulls = untrained or (
+        {f"{v}@init": UNTRAINED_OFFSETS for v in offsets},
+        {f"{v}@init": UNTRAINED_LEVEL for v in levels},
+    )
     inputs = {
-        "ppl": written(tmp_path, "ppl_in", window_table(offsets)),
-        "attention": written(tmp_path, "attention_in", attention_table(levels)),
+        "ppl": written(tmp_path, "ppl_in", window_table(offsets | nulls[0])),
+        "attention": written(tmp_path, "attention_in", attention_table(levels | nulls[1])),
         "histories": histories,
     }
     s6_tables = s6.tables({k: inputs[k] for k in ("ppl", "histories")}, {})
@@ -310,12 +351,9 @@ def test_s6_s7_claims_on_the_papers_side(tmp_path):
     assert verdict(found, "S7.first_token_mass_falls") is True
     assert verdict(found, "S7.streams_without_sinks") is True
     # the controls, judged as the catalogue's preconditions judge them
-    controls = {
-        c["measure"]: c["check"] for claim in load_claims() for c in claim.get("preconditions", [])
-    }
     for control in ("S7.vanilla_sink_rate", "S7.vanilla_window_ratio"):
         interval = found[control].interval
-        assert judge(controls[control], interval.low, interval.high) is True
+        assert judge(CONTROLS[control], interval.low, interval.high) is True
     note = found["S7.first_token_mass_falls"].note
     assert note_number(note, "learned_sink - vanilla") == pytest.approx(
         found["S7.first_token_mass_falls"].value, abs=1e-4
@@ -373,9 +411,6 @@ def test_s6_s7_claims_on_the_other_side(tmp_path):
     assert found["S6.sink_token_one_suffices"].value == pytest.approx(np.exp(0.1), abs=2e-3)
     for claim in s6.RATIOS:
         assert verdict(found, claim) is False, claim
-    controls = {
-        c["measure"]: c["check"] for claim in load_claims() for c in claim.get("preconditions", [])
-    }
     found = s7.claims(s7_tables, SETTINGS)
     assert found["S7.first_token_mass_falls"].value == pytest.approx(0.2, abs=0.02)
     assert verdict(found, "S7.first_token_mass_falls") is False
@@ -383,7 +418,7 @@ def test_s6_s7_claims_on_the_other_side(tmp_path):
     assert found["S7.streams_without_sinks"].value == pytest.approx(np.exp(0.8), abs=0.01)
     for control in ("S7.vanilla_sink_rate", "S7.vanilla_window_ratio"):
         interval = found[control].interval
-        assert judge(controls[control], interval.low, interval.high) is False, control
+        assert judge(CONTROLS[control], interval.low, interval.high) is False, control
     assert "ratio 0 vs 4 kept 2.2" in found["S7.streams_without_sinks"].note
 
 
@@ -428,3 +463,40 @@ def test_s6_s7_claims_are_not_testable_without_the_vanillas_sink(
     for claim in judged:
         verdict, reason = scorecard_verdict(claims[claim], measured, "default")
         assert verdict == NOT_TESTABLE and control in reason, claim
+
+
+def test_s6_s7_nulls_are_each_lm_at_its_initialisation(tmp_path):
+    """The claims' nulls come from the `<variant>@init` rows: no kept token helps an untrained
+    LM (ratios 1 up to the windows' noise) and it has no sink head (rate 0, exactly, in every
+    resample). The sink-token row's null passes its own check, 1 +- 0.003, but the controls
+    measured on the same nulls lack their phenomenon, so every row could have failed; the
+    figures draw the trained LMs only."""
+    from sinkscope.scorecard import null_passes
+
+    s6_tables, s7_tables = sink_lm_tables(
+        tmp_path, PAPER_LIKE, {"vanilla": 0.6, "learned_sink": 0.1, "sink_token": 0.05}
+    )
+    found = s6.claims(s6_tables, SETTINGS) | s7.claims(s7_tables, SETTINGS)
+    for claim in [*s6.RATIOS, *s7.RATIOS]:
+        null = found[claim].null
+        assert null.value == pytest.approx(1.0, abs=2e-3), claim
+        assert null.note.startswith("each LM at its initialisation (<variant>@init")
+        variant = (s6.RATIOS | s7.RATIOS)[claim][0]
+        assert f"{variant}@init PPL " in null.note
+    rate = found["S7.vanilla_sink_rate"].null
+    assert rate.value == 0 and (rate.interval.low, rate.interval.high) == (0, 0)
+    assert "vanilla@init 0.0" in rate.note and "vanilla 50.0" not in rate.note
+    fall = found["S7.first_token_mass_falls"].null
+    assert fall.value == pytest.approx(0.0, abs=0.02)
+    assert "learned_sink@init - vanilla@init" in fall.note
+    null = found["S6.sink_token_one_suffices"].null
+    check = CHECKS["S6.sink_token_one_suffices"]
+    assert judge(check, null.interval.low, null.interval.high) is True  # alone it would pass
+    measured = {claim: m.record() for claim, m in found.items()}
+    for claim in load_claims():
+        if claim["exhibit"] in ("S6", "S7"):
+            assert null_passes(claim, measured) is False, claim["id"]
+    streaming = s6.figure(s6_tables, {"title": "t", "scale": "t"}).axes[1]
+    assert [line.get_label() for line in streaming.lines] == list(PAPER_LIKE)
+    where = s7.figure(s7_tables, {"title": "t", "scale": "t"}).axes[0]
+    assert not [line for line in where.lines if "@init" in line.get_label()]

@@ -79,6 +79,16 @@ def nll_frame(model: str, values: dict[str, list[float]]) -> pd.DataFrame:
     )
 
 
+NULL_NLL = math.log(49152)  # an untrained LM: about uniform over a 49152-token vocabulary
+
+
+def with_null(frame: pd.DataFrame, model: str = "m") -> pd.DataFrame:
+    """`frame` and its model's null (`<model>@init`): the same conditions at the same positions,
+    every one at the NLL of a uniform guess, as an untrained LM with no sink scores them."""
+    null = frame[frame.model == model].assign(model=f"{model}@init", nll=NULL_NLL)
+    return pd.concat([frame, null], ignore_index=True)
+
+
 def known_nll(model: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The cache and newline parts, and the re-computation part, of a model's NLL at cache 8
     over 16 text positions: every condition scores log 5 before the cache is full (positions
@@ -109,7 +119,12 @@ def known_nll(model: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 CATALOGUE = {claim["id"]: claim for claim in load_claims()}
-CONTROLS = {c["measure"]: c for claim in CATALOGUE.values() for c in claim.get("preconditions", [])}
+CONTROLS = {
+    c["measure"]: c
+    for claim in CATALOGUE.values()
+    for c in claim.get("preconditions", [])
+    if "measure" in c
+}
 S3_TABLES = {"bin_tokens": 4, "block_tokens": 4, "cache": 8, "newline_sinks": 4}
 S3_CLAIMS = {"claim_model": "m", "cache": 8, "scale": "t", "descriptions": {"m": "a test model"}}
 
@@ -124,9 +139,13 @@ def test_s3_s4_read_their_claims_where_the_cache_is_full(tmp_path):
     """Before the cache fills every condition scores alike: the whole-text PPLs (the table) are
     diluted by those positions, the claims are read after them."""
     frame, recompute = known_nll("m")
-    nll = [written(tmp_path, "cache", frame), written(tmp_path, "recompute", recompute)]
+    nll = [
+        written(tmp_path, "cache", frame),
+        written(tmp_path, "recompute", recompute),
+        written(tmp_path, "null", with_null(pd.concat([frame, recompute])).query("model != 'm'")),
+    ]
     tables = read_back(tmp_path, s3.tables({"nll": nll}, S3_TABLES))
-    table = tables["ppl"].set_index("condition")
+    table = tables["ppl"].query("model == 'm'").set_index("condition")
     assert table.loc["0+8", "ppl"] == pytest.approx(math.sqrt(5 * 100))  # half of it pre-fill
     assert table.loc["0+8", "ppl_full_cache"] == pytest.approx(100)
     assert table.loc["0+8", "full_cache_tokens"] == 8 and table.loc["0+8", "tokens"] == 16
@@ -136,7 +155,7 @@ def test_s3_s4_read_their_claims_where_the_cache_is_full(tmp_path):
     assert claims["S3.sinks_match_recomputation"].value == pytest.approx(
         math.log(100 / 5) / math.log(100 / 4)
     )
-    assert claims["S3.newline_sinks"].value == pytest.approx(math.log(100 / 6) / math.log(20))
+    assert claims["S3.newline_sinks"].value == pytest.approx(6 / 5)  # positions 9-12
     note = claims["S3.sinks_match_recomputation"].note
     assert (
         "4+4 closes 0.931 of the log-PPL gap from PPL 100.00 (0+8) to PPL 4.00 (recompute 8), "
@@ -146,7 +165,8 @@ def test_s3_s4_read_their_claims_where_the_cache_is_full(tmp_path):
     assert claims["S3.window_collapses"].note.startswith(
         "PPL 100.00 (0+8) vs PPL 5.00 (4+4) on 8 text positions after the first 8 (cache full)"
     )
-    assert tables["curve"].groupby("condition", sort=False).size()["0+8"] == 4  # 4-token bins
+    curve = tables["curve"].query("model == 'm'")
+    assert curve.groupby("condition", sort=False).size()["0+8"] == 4  # 4-token bins
     sinks_frame = pd.concat([frame.replace({"8+0": "7+1"}), recompute], ignore_index=True)
     sinks_tables = s4.tables(
         {"nll": [written(tmp_path, "sinks", sinks_frame)]},
@@ -164,10 +184,13 @@ def test_s3_compares_on_the_positions_all_its_conditions_scored(tmp_path):
     are compared with it there (the window with the streaming cache over all of theirs)."""
     frame, recompute = known_nll("m")
     frame.loc[(frame.condition == "4+4") & (frame.position > 14), "nll"] = math.log(50)
-    nll = [written(tmp_path, "nll", pd.concat([frame, recompute], ignore_index=True))]
+    nll = [written(tmp_path, "nll", with_null(pd.concat([frame, recompute], ignore_index=True)))]
     tables = s3.tables({"nll": nll}, S3_TABLES)
     claims = s3.claims(read_back(tmp_path, tables), S3_CLAIMS)
-    assert claims["S3.newline_sinks"].value == pytest.approx(math.log(100 / 6) / math.log(20))
+    assert claims["S3.newline_sinks"].value == pytest.approx(6 / 5)
+    assert "the newlines close 0.939 of the window's log-PPL gap from PPL 100.00 (0+8)" in (
+        claims["S3.newline_sinks"].note
+    )  # ln(100 / 6) / ln(100 / 5): the statistic before 2026-12-07
     streaming = (5**6 * 50**2) ** (1 / 8)
     assert claims["S3.window_collapses"].value == pytest.approx(100 / streaming)
 
@@ -177,7 +200,8 @@ def test_s3_s4_claims_name_the_other_models_and_figures_wrap(tmp_path):
     nll = []
     for model in models:
         frame, recompute = known_nll(model)
-        nll.append(written(tmp_path, model, pd.concat([frame, recompute], ignore_index=True)))
+        both = pd.concat([frame, recompute], ignore_index=True)
+        nll.append(written(tmp_path, model, with_null(both, model) if model == "b" else both))
     tables = read_back(tmp_path, s3.tables({"nll": nll}, S3_TABLES))
     descriptions = dict.fromkeys(models, "a test model")
     claims = s3.claims(tables, S3_CLAIMS | {"claim_model": "b", "descriptions": descriptions})
@@ -186,7 +210,7 @@ def test_s3_s4_claims_name_the_other_models_and_figures_wrap(tmp_path):
     fig = s3.figure(tables, {"title": "t", "cache": 8, "scale": "t"})
     assert isinstance(fig, Figure)
     assert fig.axes[0].get_subplotspec().get_gridspec().get_geometry() == (2, 2)
-    assert sum(ax.get_visible() for ax in fig.axes) == len(models)
+    assert sum(ax.get_visible() for ax in fig.axes) == len(models)  # not the null's
     nll_sinks = nll_frame(
         "a",
         {
@@ -197,7 +221,7 @@ def test_s3_s4_claims_name_the_other_models_and_figures_wrap(tmp_path):
     sinks = read_back(
         tmp_path,
         s4.tables(
-            {"nll": [written(tmp_path, "s4", nll_sinks)]},
+            {"nll": [written(tmp_path, "s4", with_null(nll_sinks, "a"))]},
             {"cache": 16, "sinks": [0, 1, 4, 8], "block_tokens": 2},
         ),
     )
@@ -264,12 +288,15 @@ def s3_stream(window: float, recompute: float, newline: float) -> pd.DataFrame:
 S3_ROLES = {
     "S3.window_collapses": ("0+8", "4+4"),
     "S3.sinks_match_recomputation": ("0+8", "4+4", "recompute 8"),
-    "S3.newline_sinks": ("0+8", "nl+4", "4+4"),
+    "S3.newline_sinks": ("nl+4", "4+4"),
 }
 
 
 def s3_claims(tmp_path, frame: pd.DataFrame) -> dict:
-    tables = s3.tables({"nll": [written(tmp_path, "nll", frame)]}, S3_TABLES | {"block_tokens": 16})
+    """S3's claims on `frame` (model "m") and its null (`with_null`), in blocks of 16."""
+    tables = s3.tables(
+        {"nll": [written(tmp_path, "nll", with_null(frame))]}, S3_TABLES | {"block_tokens": 16}
+    )
     return s3.claims(read_back(tmp_path, tables), S3_CLAIMS)
 
 
@@ -281,7 +308,8 @@ def s3_claims(tmp_path, frame: pd.DataFrame) -> dict:
 def test_s3_claims_on_both_sides_of_their_checks(tmp_path, ratios, expected):
     """Replicated: the window 20x worse, sinks + window as good as re-computation, newlines as
     good as the initial tokens. Not: the window only 1.2x worse, sinks + window 1.3x worse than
-    re-computation (a share of ln 1.2 / ln 1.56) and newlines than the initial tokens (< 0)."""
+    re-computation (a share of ln 1.2 / ln 1.56) and newlines than the initial tokens (a PPL
+    ratio of 1.3, above the paper's comparable 1.037 and the bound 1.066)."""
     frame = s3_stream(*ratios)
     found = s3_claims(tmp_path, frame)
     for claim, roles in S3_ROLES.items():
@@ -322,7 +350,9 @@ def test_s3_window_on_the_papers_families_names_what_was_streamed(tmp_path):
     frame = s3_stream(20.0, 1.0, 1.0)
     tables = read_back(
         tmp_path,
-        s3.tables({"nll": [written(tmp_path, "nll", frame)]}, S3_TABLES | {"block_tokens": 16}),
+        s3.tables(
+            {"nll": [written(tmp_path, "nll", with_null(frame))]}, S3_TABLES | {"block_tokens": 16}
+        ),
     )
     found = s3.claims(tables, S3_CLAIMS)  # "a test model": none of the families
     families, count = found["S3.paper_families_degrade"], found["S3.paper_families_streamed"]
@@ -337,6 +367,10 @@ def test_s3_window_on_the_papers_families_names_what_was_streamed(tmp_path):
     families, count = found["S3.paper_families_degrade"], found["S3.paper_families_streamed"]
     assert families.value == pytest.approx(found["S3.window_collapses"].value)
     assert families.model == "m" and count.value == 1
+    assert families.null.value == 1 and families.null.note.startswith(
+        "the smallest window ratio over the nulls ['m@init']: PPL 49152.00 (0+8) vs"
+    )
+    assert count.null is None
     assert "of the paper's families Llama 2: m; not streamed at this scale: MPT" in count.note
     smol = {"m": "SmolLM2-135M-Instruct (Llama architecture, RoPE, 3 KV heads)"}
     assert (
@@ -356,9 +390,104 @@ def test_s3_sinks_claims_are_not_testable_when_the_window_does_not_degrade(tmp_p
         judged, reason = card[claim]
         assert judged == NOT_TESTABLE and "the window without sinks degrades" in reason
     no_gap = s3_claims(tmp_path, s3_stream(1.0 / 1.5, 1.0, 1.0))  # the window is the better
-    assert np.isnan(no_gap["S3.newline_sinks"].value)
-    assert "no gap to close: PPL" in no_gap["S3.newline_sinks"].note
-    assert scorecard_of(no_gap)["S3.newline_sinks"][0] == NOT_TESTABLE
+    assert np.isnan(no_gap["S3.sinks_match_recomputation"].value)
+    assert "no gap to close: PPL" in no_gap["S3.sinks_match_recomputation"].note
+    assert "as a share of the window's log-PPL gap: undefined" in no_gap["S3.newline_sinks"].note
+    for claim in ("S3.sinks_match_recomputation", "S3.newline_sinks"):
+        assert scorecard_of(no_gap)[claim][0] == NOT_TESTABLE
+
+
+@pytest.mark.parametrize(("newline", "expected"), [(5.2, True), (6.0, False)])
+def test_s3_newline_sinks_is_the_ppl_ratio_the_paper_reports(tmp_path, newline, expected):
+    """4 newlines at PPL 5.2 or 6 against 4 initial tokens at 5 on positions 9-12: ratios 1.04
+    (within the bound 1.066, as the paper's 5.60 / 5.40 = 1.037) and 1.2 (beyond it)."""
+    frame, recompute = known_nll("m")
+    frame.loc[(frame.condition == "nl+4") & (frame.position > 8), "nll"] = math.log(newline)
+    nll = [written(tmp_path, "nll", with_null(pd.concat([frame, recompute])))]
+    tables = s3.tables({"nll": nll}, S3_TABLES | {"block_tokens": 2})
+    newlines = s3.claims(read_back(tmp_path, tables), S3_CLAIMS)["S3.newline_sinks"]
+    assert newlines.value == pytest.approx(newline / 5)
+    assert verdict("S3.newline_sinks", newlines) is expected
+    assert newlines.note.startswith(
+        f"PPL {newline:.2f} (nl+4) vs PPL 5.00 (4+4) on 4 text positions after the first 8"
+    )
+    share = math.log(100 / newline) / math.log(100 / 5)
+    assert f"the newlines close {share:.3f} of the window's log-PPL gap" in newlines.note
+
+
+def test_s3_s4_nulls_measure_each_statistic_on_the_untrained_copy(tmp_path):
+    """The null (every condition at the same NLL, as an untrained LM with no sink scores them):
+    window ratios 1, shares of a gap that is not there undefined, the newline ratio 1 (which
+    the check accepts, but the window control's null lacks the phenomenon, so the row could
+    have failed), stability 1 (which passes with no control on the null: it holds by
+    construction); the tokens-streamed control, a size of the run, carries no null."""
+    from sinkscope.scorecard import null_passes
+
+    found = s3_claims(tmp_path, s3_stream(20.0, 1.0, 1.0))
+    nulls = {claim: m.null for claim, m in found.items()}
+    assert nulls["S3.window_collapses"].value == 1
+    assert nulls["S3.window_collapses"].note.startswith("m@init: PPL 49152.00 (0+8) vs")
+    assert (
+        nulls["S3.window_collapses"].interval.low,
+        nulls["S3.window_collapses"].interval.high,
+    ) == (1, 1)
+    assert np.isnan(nulls["S3.sinks_match_recomputation"].value)
+    assert "no gap to close" in nulls["S3.sinks_match_recomputation"].note
+    assert nulls["S3.newline_sinks"].value == 1 and nulls["S3.stable_over_millions"].value == 1
+    assert nulls["S3.paper_families_degrade"].value == 1
+    assert nulls["S3.streamed_tokens"] is None and nulls["S3.paper_families_streamed"] is None
+    measured = {claim: m.record() for claim, m in found.items()}
+    passes = {c: null_passes(CATALOGUE[c], measured) for c in found if c in CATALOGUE}
+    assert judge(CATALOGUE["S3.newline_sinks"]["check"], 1, 1) is True  # alone it would pass
+    assert passes == {
+        "S3.window_collapses": False,
+        "S3.sinks_match_recomputation": False,
+        "S3.newline_sinks": False,
+        "S3.stable_over_millions": True,
+        "S3.paper_families_degrade": False,
+    }
+    s4_found = s4_claims(tmp_path, (40.0, 1.05, 1.0))
+    assert s4_found["S4.window_ratio"].null.value == 1
+    for claim in ("S4.one_sink_recovers", "S4.four_sinks_suffice"):
+        assert np.isnan(s4_found[claim].null.value)
+        assert null_passes(CATALOGUE[claim], {c: m.record() for c, m in s4_found.items()}) is False
+
+
+def test_a_null_with_the_phenomenon_demotes_the_row(tmp_path):
+    """Were the null as sink-bound as the model (its rows a copy of the model's), the window
+    row's statistic would pass on it too: the scorecard would count it as holding by
+    construction."""
+    from sinkscope.scorecard import null_passes
+
+    frame = s3_stream(20.0, 1.0, 1.0)
+    both = pd.concat([frame, frame.assign(model="m@init")], ignore_index=True)
+    tables = s3.tables({"nll": [written(tmp_path, "nll", both)]}, S3_TABLES | {"block_tokens": 16})
+    found = s3.claims(read_back(tmp_path, tables), S3_CLAIMS)
+    measured = {claim: m.record() for claim, m in found.items()}
+    assert found["S3.window_collapses"].null.value == found["S3.window_collapses"].value
+    assert null_passes(CATALOGUE["S3.window_collapses"], measured) is True
+
+
+def test_s3_legend_compares_the_conditions_on_the_same_positions(tmp_path):
+    """Positions 9-12 are the only ones after the cache that every cache scored (the newline,
+    1+7 and 8+0 conditions stop at 12): the legend gives every condition's PPL there, and
+    re-computation's on its own positions beside the streaming cache's on the same ones."""
+    frame, recompute = known_nll("m")
+    nll = [written(tmp_path, "nll", with_null(pd.concat([frame, recompute])))]
+    tables = read_back(tmp_path, s3.tables({"nll": nll}, S3_TABLES | {"block_tokens": 2}))
+    table = tables["ppl"].query("model == 'm'").set_index("condition")
+    assert table.common_tokens.drop("recompute 8").tolist() == [4] * 5
+    assert table.ppl_common.drop("recompute 8").tolist() == pytest.approx([100, 5, 6, 10, 5])
+    (ax,) = [ax for ax in s3.figure(tables, {"title": "t", "cache": 8, "scale": "t"}).axes
+             if ax.get_visible()]  # fmt: skip
+    legend = ax.get_legend()
+    assert legend.get_title().get_text() == (
+        "PPL on the 4 positions 9-12, which every cache scored [95 % bootstrap]"
+    )
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert "0+8: 100.0 [100.0, 100.0]" in labels and "nl+4: 6.0 [6.0, 6.0]" in labels
+    assert "1+7: 10.0 [10.0, 10.0]" in labels  # beside 4+4's 5.0 on the same positions
+    assert "recompute 8: 4.0 on its 2 positions (4+4 there: 5.0)" in labels
 
 
 def scorecard_of(found: dict) -> dict[str, tuple[str, str]]:
@@ -409,7 +538,7 @@ def s4_stream(ratios: tuple[float, float, float]) -> pd.DataFrame:
 
 def s4_claims(tmp_path, ratios: tuple[float, float, float]) -> dict:
     tables = s4.tables(
-        {"nll": [written(tmp_path, "nll", s4_stream(ratios))]},
+        {"nll": [written(tmp_path, "nll", with_null(s4_stream(ratios)))]},
         {"cache": 16, "sinks": [0, 1, 2, 4, 8], "block_tokens": 16},
     )
     return s4.claims(read_back(tmp_path, tables), {"claim_model": "m", "cache": 16, "scale": "t"})

@@ -62,6 +62,17 @@ def null_inputs(model):
     return 0 if model == parent_of(model) else config["diagnostics"]["nulls"]["inputs"]
 
 
+def ppl_settings(model):
+    """What `streaming_nll` reads for a model: the `streaming.ppl` settings; a null (a claim
+    model's copy with fresh weights) streams at most `null_tokens` text tokens."""
+    ppl = config["streaming"]["ppl"]
+    read = ("tokens", "cache", "sinks", "newline_sinks", "short_tokens", "recompute_every", "chunk")
+    if model == parent_of(model):
+        return pick(ppl, *read)
+    fewer = {key: min(ppl[key], ppl["null_tokens"]) for key in ("tokens", "short_tokens")}
+    return pick(ppl, *read) | fewer
+
+
 def model_manifest(name):
     return f"resources/models/{name}/manifest.json"
 

@@ -23,9 +23,11 @@ CORPUS_TEXT = (
 
 
 rule streaming_nll:
-    """S3/S4: per-token NLL of one LM on the long text, one part of the policies (fast, exact)."""
+    """S3/S4: per-token NLL of one LM on the long text, one part of the policies (fast, exact);
+    a null reads the text with its parent's tokenizer."""
     input:
         manifest=model_manifest("{model}"),
+        tokenizer=lambda w: model_manifest(parent_of(w.model)),
         corpus=STREAM_CORPUS,
     output:
         "results/streaming/nll/{model}/{part}.parquet",
@@ -34,16 +36,7 @@ rule streaming_nll:
     params:
         text=CORPUS_TEXT,
         tokenize=STREAM_TEXT["tokenize"],
-        ppl=pick(
-            STREAMING["ppl"],
-            "tokens",
-            "cache",
-            "sinks",
-            "newline_sinks",
-            "short_tokens",
-            "recompute_every",
-            "chunk",
-        ),
+        ppl=lambda w: ppl_settings(w.model),
         attention=STREAMING["attention"],
         device=config["device"],
         code=code_of("streaming_nll.py"),

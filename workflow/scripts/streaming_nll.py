@@ -6,17 +6,19 @@ from pathlib import Path
 import torch
 
 from sinkscope.data.text import corpus_text
-from sinkscope.jobs import model_job
+from sinkscope.jobs import model_job, user_errors
+from sinkscope.models import read_manifest
 from sinkscope.models.attention import use_kernel
 from sinkscope.provenance import write_parquet
 from sinkscope.streaming.run import part_nll
 from sinkscope.streaming.text import stream_tokenizer, text_tokens
 
 smk = snakemake  # noqa: F821 (provided by Snakemake)
-log, device, recorder, model, manifest = model_job(smk)
+log, device, recorder, model, _ = model_job(smk)
 use_kernel(model, smk.params.attention)
-cache_dir = Path(smk.input.manifest).parent
-tokenizer = stream_tokenizer(manifest, cache_dir, smk.params.tokenize)
+tokenizer_dir = Path(smk.input.tokenizer).parent  # a null's: its parent's
+with user_errors(log):
+    tokenizer = stream_tokenizer(read_manifest(tokenizer_dir), tokenizer_dir, smk.params.tokenize)
 ppl = smk.params.ppl
 text = text_tokens(corpus_text(smk.params.text), tokenizer, ppl["tokens"])
 model_name, part = smk.wildcards.model, smk.wildcards.part

@@ -29,7 +29,14 @@ model, history = pretrain.train(
     probe_every=settings["emergence"]["every"],
 )
 log.info("%s: final loss %.3f", smk.wildcards.variant, history[-1]["loss"])
-pretrain.save(model, smk.wildcards.variant, settings["arch"], smk.output.model, recorder.record())
+pretrain.save(
+    model,
+    smk.wildcards.variant,
+    settings["arch"],
+    settings["seeds"]["init"],
+    smk.output.model,
+    recorder.record(),
+)
 write_parquet(
     pd.DataFrame(history).assign(variant=smk.wildcards.variant),
     smk.output.history,

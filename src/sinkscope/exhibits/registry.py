@@ -186,14 +186,18 @@ def _toy(exhibit: str, title: str, tables: tuple[str, ...], trained: bool, runti
 # --- streaming (S3-S7, S9) ----------------------------------------------------------------------
 
 
+def streamed(plan: Plan) -> list[str]:
+    """The models whose per-token NLL S3 and S4 read: `streaming.ppl.models`, then the nulls
+    (`null_of`) of the claim models of S3 and S4 among them."""
+    models = plan.get("streaming.ppl.models")
+    claim_models = [plan.get(f"streaming.ppl.claim_models.{e}") for e in ("S3", "S4")]
+    return models + list(dict.fromkeys(null_of(m) for m in claim_models if m in models))
+
+
 def _nll_files(plan: Plan) -> list[str]:
     from ..streaming.policies import PARTS
 
-    return [
-        f"results/streaming/nll/{m}/{part}.parquet"
-        for m in plan.get("streaming.ppl.models")
-        for part in PARTS
-    ]
+    return [f"results/streaming/nll/{m}/{part}.parquet" for m in streamed(plan) for part in PARTS]
 
 
 def _lm_histories(plan: Plan) -> list[str]:

@@ -1,14 +1,15 @@
 """S4: how many initial tokens to keep: streaming perplexity of pretrained LMs with k initial
 tokens and C - k recent ones, at the same cache size C.
 
-Input: the per-token NLL tables of `sinkscope.streaming.run.part_nll`, all parts of all models.
+Input: the per-token NLL tables of `sinkscope.streaming.run.part_nll`, all parts of all models
+(the claim model's null, its copy with fresh weights, among them).
 Every k is scored on the positions all of them scored; the table gives its PPL there (the
 paper's metric) and over the positions after the first C, where the cache is full. The claims
 and the control are read there only (before, every k keeps every token and scores alike). The
 claims: the share of the window's log-PPL gap (0 kept against the most kept, K) that 1 and that
 4 initial tokens close (`gap_share`); the control `S4.window_ratio`: PPL with 0 over PPL with K
 kept (the window degrades). Each with its bootstrap interval over blocks of `block_tokens`
-contiguous text positions (`exhibits.streaming_tables`).
+contiguous text positions (`exhibits.streaming_tables`), and the same on the claim model's null.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import Measured
+from ..models.sources import parent_of
+from . import Measured, against_null_model
 from .streaming_tables import (
     GAP_SHARE,
     PPL_RATIO,
@@ -104,10 +106,17 @@ def tables(inputs: dict[str, str | list[str]], settings: dict) -> dict[str, pd.D
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    table, model, cache = tables["ppl"], settings["claim_model"], settings["cache"]
+    """The claims and their control on the claim model, each with the same on its null."""
+    cache = settings["cache"]
+    return against_null_model(lambda m: measure(tables, m, cache), settings["claim_model"])
+
+
+def measure(tables: dict[str, pd.DataFrame], model: str, cache: int) -> dict[str, Measured]:
+    """The claims and their control on one model (or a null)."""
+    table = tables["ppl"]
     part = table[table.model == model]
     blocks = tables["blocks"][tables["blocks"].model == model]
-    others = [m for m in dict.fromkeys(table.model) if m != model]
+    others = [m for m in dict.fromkeys(table.model) if m != parent_of(model) and m == parent_of(m)]
     scored = f"PPL over the {int(part.tokens.max())} positions all counts scored: " + ", ".join(
         f"{c} {p:.2f}" for c, p in zip(part.condition, part.ppl, strict=True)
     )
@@ -125,6 +134,7 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
     table, cache = tables["ppl"], settings["cache"]
+    table = table[table.model.map(parent_of) == table.model]  # the nulls: in the table only
     fig, ax = plotting.figure(width=5.5, height=3.8)
     for i, (model, part) in enumerate(table.groupby("model", sort=False)):
         kept = part.sinks.astype(str)
@@ -158,6 +168,12 @@ that 1 kept initial token closes, and that 4 close (`gap_share`, as in S3). The 
 `S4.window_ratio`: PPL with 0 over PPL with 8 kept (the window degrades). Each has the
 block-bootstrap interval of S3.
 
+**Nulls.** The claims and the control are measured again on the claim model's null, its copy
+with every weight drawn afresh (`<model>@init`), streamed over at most
+`streaming.ppl.null_tokens` text tokens, as in S3: with no first-token sink, its window ratio is
+about 1 (the control lacks the phenomenon) and the shares of a gap it does not have are noise,
+or undefined where the window is not worse. The null's rows are in the tables, not the figure.
+
 **Kind, controls and thresholds.** Both are **replications** (the claim model may spread its
 sink over more initial tokens), with the control "the window without initial tokens degrades"
 (`S4.window_ratio` >= 1.47, the smallest 0-over-8-kept ratio of Table 2, Falcon-7B 1.477).
@@ -173,5 +189,6 @@ ones, at the same total cache C, on the same text positions: solid, over all of 
 metric); dashed, over those after the first C, where the cache is full and the counts can differ
 (the claims are read there), with the 95 % bootstrap interval over blocks of
 {{ snakemake.config.streaming.ppl.block_tokens }} positions that the claims use. The paper
-(Llama-2-7B, cache 4096): 3359.95 / 11.88 / 10.51 / 9.59 / 9.54.
+(Llama-2-7B, cache 4096): 3359.95 / 11.88 / 10.51 / 9.59 / 9.54. The claim model's null (its
+copy with fresh weights) is in ``results/S4/ppl.parquet``, not drawn.
 """

@@ -2,7 +2,8 @@
 
 Input: per variant, kept tokens and evaluation window, the mean NLL of the bytes scored once the
 cache is full (`sinkscope.streaming.sink_eval.streaming_ppl`: every window streamed on its own,
-the same text bytes for every variant), and the training log of each variant: its losses and,
+the same text bytes for every variant; also of each LM at its initialisation, `<variant>@init`,
+the claims' null), and the training log of each variant: its losses and,
 every few steps, the first token's attention share and sink rate on held-out windows as they
 emerge over the tokens seen (`emergence`, logged during training). A PPL ratio
 between two conditions is exp of the difference of their mean NLLs over the same windows; its
@@ -14,14 +15,18 @@ from __future__ import annotations
 import pandas as pd
 
 from ..metrics import SINK_RATE_EPS
+from ..models.sources import null_of
 from ..streaming.vocabulary import EMERGENCE
-from . import Measured
+from . import Measured, with_nulls
 from .streaming_tables import (
+    UNTRAINED,
     kept_tokens_ratio,
     kept_tokens_ratios,
     lm_note,
     ppl_line,
     summary,
+    trained_name,
+    trained_rows,
 )
 
 # claim -> (variant, kept tokens of the numerator, kept tokens of the denominator): PPL ratios
@@ -57,15 +62,23 @@ def emergence(history: pd.DataFrame) -> pd.DataFrame:
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
     """PPL ratios of 1 over 4 kept tokens for each variant present (value: on all windows;
-    interval: bootstrap over the windows)."""
+    interval: bootstrap over the windows), each with the same ratio of the variant's LM at its
+    initialisation (`<variant>@init`, before training) as its null."""
+    trained = ratio_claims(tables, settings, trained_name)
+    return with_nulls(trained, ratio_claims(tables, settings, null_of), UNTRAINED)
+
+
+def ratio_claims(tables: dict[str, pd.DataFrame], settings: dict, name) -> dict[str, Measured]:
+    """The claims of `RATIOS` on the LMs `name(variant)` names (the trained ones, or their nulls)
+    that the tables hold."""
     table, windows = tables["ppl"], tables["windows"]
     model, context = lm_note(table, settings)
     found = {}
     for claim, (variant, top, bottom) in RATIOS.items():
-        if variant not in set(table.variant):
+        if (lm := name(variant)) not in set(table.variant):
             continue
-        value, interval = kept_tokens_ratio(windows, variant, top, bottom)
-        note = f"{ppl_line(table, variant)}; ratio {top} vs {bottom} kept {value:.4f}; {context}"
+        value, interval = kept_tokens_ratio(windows, lm, top, bottom)
+        note = f"{ppl_line(table, lm)}; ratio {top} vs {bottom} kept {value:.4f}; {context}"
         found[claim] = Measured(value, model, note, interval)
     return found
 
@@ -97,10 +110,11 @@ def figure(tables: dict[str, pd.DataFrame], settings: dict):
         title=PRETRAINING,
     )
     ax_l.legend(fontsize=7)
-    for variant, part in table.groupby("variant", sort=False):
+    trained = trained_rows(table)  # the nulls, each LM at its initialisation: not drawn
+    for variant, part in trained.groupby("variant", sort=False):
         ax_p.plot(part.sinks, part.ppl, "o-", label=variant)
-    ax_p.set_xticks(sorted(table.sinks.unique()))
-    plotting.log_if_wide(ax_p.yaxis, table.ppl)
+    ax_p.set_xticks(sorted(trained.sinks.unique()))
+    plotting.log_if_wide(ax_p.yaxis, trained.ppl)
     ax_p.set(
         xlabel="initial tokens kept",
         ylabel="streaming PPL (per byte)",
@@ -174,6 +188,14 @@ a reader sees how far training has brought the phenomenon: Gu et al. (ICLR 2025)
 sinks emerge in LMs of about 60 M parameters only after one to two billion tokens, while the
 default trains each LM on 160 x 16 x 128 = 0.3 M bytes.
 
+**Nulls.** Every LM is also evaluated at its initialisation, before training (`<variant>@init`:
+the weights `build_model` draws from `streaming.pretrain.seeds.init`, the state its pretraining
+starts from), streamed and read the same way; each row's ratio on those LMs is its null. An
+untrained LM has no first-token sink, so no number of kept tokens matters (ratios about 1):
+the sink-token row's null can pass its own check, and what shows the row could have failed is
+its controls' nulls (the vanilla LM at initialisation has no sink heads and no window
+degradation). The nulls' rows are in the tables, not the figure.
+
 **Kind, controls and thresholds.** All three are **replications** (LMs trained here, which may
 not develop the paper's sinks). Controls, measured on the vanilla LM by S7: it has first-token
 sinks (`S7.vanilla_sink_rate`, the % of (window, layer, head) whose first-token share exceeds
@@ -207,5 +229,6 @@ attention share and the sink rate over the tokens seen, with the thresholds of S
 (dotted; ``results/S6/emergence.parquet``). The claims' panel: each variant's PPL with 1 over 4
 kept tokens, with its 95 % bootstrap interval over the windows, as the scorecard judges it. Where
 training logged no emergence, or a measure stayed at zero, its panel is left out and named below
-the others.
+the others. Each LM at its initialisation (``<variant>@init``, the claims' nulls) is in
+``results/S6/ppl.parquet``, not drawn.
 """

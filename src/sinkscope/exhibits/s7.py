@@ -6,7 +6,8 @@ of the attention on the real keys (renormalised without the sink logit's weight,
 learned sink does not lower it by algebra alone), the sink rate (% of heads whose first-token
 share exceeds `metrics.SINK_RATE_EPS`) and the mass on the sink logit
 (`sinkscope.streaming.sink_eval.first_token_mass`), and the per-window streaming NLLs of every
-variant (as S6). Masses and rates are means over layers per window; intervals resample the
+variant (as S6), for the trained LMs and for each LM at its initialisation (`<variant>@init`, the
+claims' nulls). Masses and rates are means over layers per window; intervals resample the
 windows, paired across variants.
 """
 
@@ -16,14 +17,18 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import SINK_RATE_EPS
+from ..models.sources import null_of, parent_of
 from ..stats import bootstrap
-from . import Measured
+from . import Measured, with_nulls
 from .streaming_tables import (
+    UNTRAINED,
     kept_tokens_ratio,
     kept_tokens_ratios,
     lm_note,
     ppl_line,
     summary,
+    trained_name,
+    trained_rows,
 )
 
 # claim -> (variant, kept tokens of the numerator, of the denominator): PPL ratios; the
@@ -59,16 +64,25 @@ def _difference(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measured]:
-    """The learned-sink model against the vanilla one: the first token's share of the attention
-    on the real keys (difference of the means over windows) and the PPL ratio of 0 over 4 kept
-    tokens; and the vanilla controls: its sink rate and its PPL ratio of 0 over 4 kept tokens."""
+    """The claims and the vanilla controls on the trained LMs, each with the same on the LMs at
+    their initialisation (`<variant>@init`, before training) as its null."""
+    trained = measure(tables, settings, trained_name)
+    return with_nulls(trained, measure(tables, settings, null_of), UNTRAINED)
+
+
+def measure(tables: dict[str, pd.DataFrame], settings: dict, name) -> dict[str, Measured]:
+    """On the LMs `name(variant)` names (the trained ones, or their nulls): the learned-sink
+    model against the vanilla one, the first token's share of the attention on the real keys
+    (difference of the means over windows) and the PPL ratio of 0 over 4 kept tokens; and the
+    vanilla controls: its sink rate and its PPL ratio of 0 over 4 kept tokens."""
     attention, table, windows = tables["attention"], tables["ppl"], tables["windows"]
     model, context = lm_note(table, settings)
-    learned = per_window(attention, "learned_sink", "first_token_share")
-    vanilla = per_window(attention, "vanilla", "first_token_share")
-    rate = per_window(attention, "vanilla", "first_token_sink_rate")
+    learned = per_window(attention, name("learned_sink"), "first_token_share")
+    vanilla = per_window(attention, name("vanilla"), "first_token_share")
+    rate = per_window(attention, name("vanilla"), "first_token_sink_rate")
     columns = ["first_token_share", "first_token_mass", "first_token_sink_rate"]
     means = attention.groupby("variant")[columns].mean()
+    means = means[[name(parent_of(v)) == v for v in means.index]]
     span = (
         f"{len(vanilla)} windows of {settings['arch']['context']} bytes and "
         f"{attention.layer.nunique()} layer(s)"
@@ -87,7 +101,8 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         "S7.first_token_mass_falls": Measured(
             _difference(learned, vanilla),
             model,
-            f"{mass_note}; learned_sink - vanilla {_difference(learned, vanilla):.4f}",
+            f"{mass_note}; {name('learned_sink')} - {name('vanilla')} "
+            f"{_difference(learned, vanilla):.4f}",
             bootstrap(_difference, learned, vanilla, unit="windows"),
         ),
         # the control: does the vanilla LM have first-token sinks?
@@ -96,8 +111,10 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
         ),
     }
     for claim, (variant, top, bottom) in RATIOS.items():
-        value, interval = kept_tokens_ratio(windows, variant, top, bottom)
-        note = f"{ppl_line(table, variant)}; ratio {top} vs {bottom} kept {value:.4f}; {context}"
+        value, interval = kept_tokens_ratio(windows, name(variant), top, bottom)
+        note = (
+            f"{ppl_line(table, name(variant))}; ratio {top} vs {bottom} kept {value:.4f}; {context}"
+        )
         found[claim] = Measured(value, model, note, interval)
     return found
 
@@ -105,7 +122,7 @@ def claims(tables: dict[str, pd.DataFrame], settings: dict) -> dict[str, Measure
 def figure(tables: dict[str, pd.DataFrame], settings: dict):
     from .. import plotting
 
-    attention, table = tables["attention"], tables["ppl"]
+    attention, table = trained_rows(tables["attention"]), trained_rows(tables["ppl"])
     fig, (ax_m, ax_p, ax_r) = plotting.figure(ncols=3, width=4.2)
     per_layer = attention.groupby(["variant", "layer"], sort=False).mean(numeric_only=True)
     for variant, part in per_layer.reset_index().groupby("variant", sort=False):
@@ -147,6 +164,12 @@ its sink rate (per window and layer, the % of heads whose alpha exceeds 0.3, `st
 the mean over layers and windows) and its PPL with 0 over 4 kept tokens. Intervals: bootstrap over
 the windows, paired across the models.
 
+**Nulls.** Each LM at its initialisation (`<variant>@init`, as in S6) measured the same way:
+the claims and the vanilla controls on it are the rows' nulls. The learned-sink and vanilla LMs
+start from the same weights with the sink logit at 0, which leaves the renormalised first-token
+share as it is, so the null of the fall is 0 up to rounding; the vanilla LM at initialisation
+has no sink heads (its sink-rate control lacks the phenomenon).
+
 **Kind, controls and thresholds.** Both are **replications** with the control "the vanilla LM
 has first-token sinks" (`S7.vanilla_sink_rate` > 0); `S7.streams_without_sinks` also needs the
 vanilla LM to degrade with 0 kept tokens (`S7.vanilla_window_ratio` >= 1.1, as in S6).
@@ -161,4 +184,5 @@ token (all queries that see it) for each variant, and the weight absorbed by the
 there is one (zero sink, learned sink). Middle: streaming perplexity with no initial token kept.
 Right: the claims' PPL ratios, 0 over 4 kept tokens, for the learned sink (the claim) and vanilla
 (its control), each with its 95 % bootstrap interval over the windows, as the scorecard judges it.
+Each LM at its initialisation (``<variant>@init``, the claims' nulls) is in the tables, not drawn.
 """

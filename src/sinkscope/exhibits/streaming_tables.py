@@ -4,7 +4,7 @@ positions once the cache is full, the statistics of the claims on them (a PPL ra
 of a window's log-PPL gap that a policy closes) with their bootstrap intervals over the blocks,
 and, for the pretrained byte-level LMs (S6, S7), their description and the PPL of each variant
 and number of kept tokens with the ratios between them, bootstrapped over the evaluation
-windows.
+windows, for the trained LMs and their nulls (each LM at its initialisation).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ..models.sources import parent_of
 from ..stats import Interval, bootstrap
 
 # the statistics of the S3 / S4 claims, by name (`nll_blocks` roles they read)
@@ -187,6 +188,20 @@ def sink_lm_context(ppl_table: pd.DataFrame, settings: dict) -> tuple[str, str]:
         f"cache {settings['cache']}, PPL per byte on {int(ppl_table.tokens.max())} held-out bytes"
     )
     return model, note
+
+
+# the nulls of S6 and S7: each LM at its initialisation, named `<variant>@init` (`null_of`)
+UNTRAINED = "each LM at its initialisation (<variant>@init, before training):"
+
+
+def trained_name(variant: str) -> str:
+    """The name of a variant's trained LM in the evaluation tables (its null's: `null_of`)."""
+    return variant
+
+
+def trained_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the trained LMs (not their nulls, `<variant>@init`) of an evaluation table."""
+    return table[table.variant.map(parent_of) == table.variant]
 
 
 def summary(windows: pd.DataFrame) -> pd.DataFrame:

@@ -224,13 +224,17 @@ def sinks_on(model: LlamaForCausalLM, variant: str, probe: torch.Tensor) -> dict
     return {name: float(np.mean([row[name] for row in rows])) for name in EMERGENCE}
 
 
-def save(model: LlamaForCausalLM, variant: str, arch: dict[str, int], path, prov: dict) -> None:
-    """A checkpoint (variant, architecture, state dict), atomically, with a provenance sidecar."""
+def save(
+    model: LlamaForCausalLM, variant: str, arch: dict[str, int], init: int, path, prov: dict
+) -> None:
+    """A checkpoint (variant, architecture, the seed its training started from, state dict),
+    atomically, with a provenance sidecar."""
     from ..files import atomic_path
     from ..provenance import write_sidecar
 
+    checkpoint = {"variant": variant, "arch": arch, "init": init, "state": model.state_dict()}
     with atomic_path(path) as tmp:
-        torch.save({"variant": variant, "arch": arch, "state": model.state_dict()}, tmp)
+        torch.save(checkpoint, tmp)
     write_sidecar(path, prov)
 
 
@@ -239,4 +243,12 @@ def load(path) -> tuple[LlamaForCausalLM, str]:
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     model = build_model(checkpoint["variant"], checkpoint["arch"], seed=0)
     model.load_state_dict(checkpoint["state"])
+    return model.eval(), checkpoint["variant"]
+
+
+def load_untrained(path) -> tuple[LlamaForCausalLM, str]:
+    """The model saved by `save` as its training started (the weights `build_model` draws from
+    its init seed, before any step), in eval mode, and its variant: its null."""
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model = build_model(checkpoint["variant"], checkpoint["arch"], checkpoint["init"])
     return model.eval(), checkpoint["variant"]

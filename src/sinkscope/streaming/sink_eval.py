@@ -40,9 +40,10 @@ def streaming_ppl(
     cache: int,
     sinks: list[int],
     chunk: int,
+    label: str | None = None,
 ) -> list[dict]:
     """Per number of kept initial tokens and evaluation window: the mean NLL (nats per byte)
-    of the bytes predicted once the cache is full.
+    of the bytes predicted once the cache is full (rows named `label`, else the variant).
 
     Each window (a row of `windows`) is streamed from its first byte. The `sink_token` model
     reads its sink token first; every variant is scored on the same text bytes: those after the
@@ -58,7 +59,7 @@ def streaming_ppl(
             nll = nll[len(prefix) :][cache:]  # entry i predicts text byte i + 1
             rows.append(
                 {
-                    "variant": variant,
+                    "variant": label or variant,
                     "sinks": k,
                     "condition": f"{k}+{cache - k}",
                     "window": window,
@@ -102,9 +103,12 @@ def first_token_mass(model: torch.nn.Module, windows: torch.Tensor) -> list[dict
     return rows
 
 
-def attention_mass(model: torch.nn.Module, variant: str, windows: torch.Tensor) -> list[dict]:
+def attention_mass(
+    model: torch.nn.Module, variant: str, windows: torch.Tensor, label: str | None = None
+) -> list[dict]:
     """Per held-out window and layer: attention mass on the first token and on the sink logit
-    (the `sink_token` model reads its sink token first, in place of the last byte)."""
+    (the `sink_token` model reads its sink token first, in place of the last byte); rows named
+    `label`, else the variant."""
     if variant == "sink_token":
         windows = torch.cat((torch.full((len(windows), 1), SINK_TOKEN), windows[:, :-1]), 1)
-    return [{"variant": variant, **row} for row in first_token_mass(model, windows)]
+    return [{"variant": label or variant, **row} for row in first_token_mass(model, windows)]
