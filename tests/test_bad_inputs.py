@@ -98,8 +98,8 @@ CONFIGS = {
         ["'exhibits.S1.scores'", "'exhibits.S1.n_tokens' is 7"],
     ),
     "text claim model is an image model": (
-        b"models: [dinov2-s, dinov2-s-reg]\ndiagnostics: {claim_models: {text: dinov2-s, "
-        b"image: dinov2-s}}\n",
+        b"models: [dinov2-s, dinov2-s-reg, smollm2-135m]\n"
+        b"diagnostics: {claim_models: {text: dinov2-s, bos: smollm2-135m, image: dinov2-s}}\n",
         ["'diagnostics.claim_models.text'", "'registry.dinov2-s.modality' is image"],
     ),
 }

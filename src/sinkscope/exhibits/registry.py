@@ -366,7 +366,12 @@ EXHIBITS: dict[str, Exhibit] = {
         Exhibit(
             id="S1",
             title="a value-less sink logit absorbs spare attention",
-            tables=("sink_logit", "learned_sinks"),
+            tables=(
+                "sink_logit",
+                "learned_sinks",
+                "learned_sinks_per_input",
+                "learned_sinks_check",
+            ),
             inputs=_learned_sinks_heads,
             table_settings={
                 "example": "exhibits.S1",
