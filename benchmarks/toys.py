@@ -22,6 +22,7 @@ import torch
 
 from sinkscope.config import load_config
 from sinkscope.exhibits import d4, d5, u1, u2
+from sinkscope.toys.runs import toy_runs
 from sinkscope.toys.tasks import BroadcastTask, NopTask, SwitchTask
 from sinkscope.toys.train import Seeds, TrainConfig, train
 
@@ -32,16 +33,8 @@ def toys(config: dict):
     """(name, model config, task, recipe, runs) per trained toy."""
     gen = torch.Generator().manual_seed(0)
     r = config["toys"]["U1"]
-    runs = r["replicates"] + len(
-        {(g, p) for g in r["sweep"]["gamma"] for p in r["sweep"]["p"]} - {(r["gamma"], r["p"])}
-    )
-    yield (
-        "U1",
-        u1.model_config(r),
-        NopTask(r["width"], r["length"], r["gamma"], r["p"], gen),
-        r,
-        runs,
-    )
+    task = NopTask(r["width"], r["length"], r["gamma"], r["p"], gen)
+    yield "U1", u1.model_config(r), task, r, len(toy_runs("U1", r))
     r = config["toys"]["U2"]
     task = BroadcastTask(r["width"], r["length"], r["alpha"], gen)
     yield "U2", u2.model_config(r), task, r, r["n_seeds"]
@@ -51,8 +44,7 @@ def toys(config: dict):
     r = config["toys"]["D5"]
     width, length = max(r["widths"]), max(r["lengths"])
     task = SwitchTask(width, length, r["p_off"], "soft", gen, shift=r["shift"])
-    runs = len(r["widths"]) * len(r["lengths"]) * len(r["weight_decays"]) * r["n_seeds"]
-    yield "D5", d5.model_config(width, length), task, r, runs
+    yield "D5", d5.model_config(width, length), task, r, len(toy_runs("D5", r))
 
 
 def main(extra: list[str], steps: int = 30) -> None:

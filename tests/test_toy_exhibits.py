@@ -30,14 +30,39 @@ from sinkscope.toys.interventions import INTERVENTIONS, intervention_table
 TOYS = ("U1", "U2", "D2", "D4", "D5", "D6")
 
 
+def toy_tables(exhibit: str, plan: Plan, folder) -> dict[str, pd.DataFrame]:
+    """An exhibit's tables as the workflow makes them: a trained toy's runs each trained apart
+    (`train`, on the CPU) and written to parquet, then gathered by `tables`."""
+    entry, toy = EXHIBITS[exhibit], module(exhibit)
+    inputs: dict[str, list[str]] = {name: [] for name in entry.run_tables}
+    for name, run in entry.runs(plan).items():
+        settings = {**entry.settings(plan, "train"), "device": "cpu", "checkpoints": folder}
+        made = toy.train(run, settings)
+        assert set(made) == set(entry.run_tables)
+        for table, path in entry.run_paths(name).items():
+            (folder / path).parent.mkdir(parents=True, exist_ok=True)
+            made[table].to_parquet(folder / path)
+            inputs[table].append(str(folder / path))
+    return toy.tables(inputs, entry.settings(plan, "tables"))
+
+
+def test_runs_are_independent_of_each_other(smoke_config, tmp_path, one_thread):
+    """A trained toy's run gives the same tables alone as after another run in the same
+    process: each job may run anywhere, in any order."""
+    plan, entry = Plan(smoke_config), EXHIBITS["D4"]
+    settings = {**entry.settings(plan, "train"), "device": "cpu", "checkpoints": tmp_path}
+    first, second = entry.runs(plan).values()
+    after = d4.train(second, settings)
+    d4.train(first, settings)
+    for name, table in d4.train(second, settings).items():
+        pd.testing.assert_frame_equal(table, after[name])
+
+
 @pytest.mark.parametrize("exhibit", TOYS)
 def test_tables_claims_and_figure(exhibit, smoke_config, tmp_path, one_thread):
     plan, entry, toy = Plan(smoke_config), EXHIBITS[exhibit], module(exhibit)
-    settings = entry.settings(plan, "tables")
-    assert settings["recipe"] == smoke_config["toys"][exhibit]
-    if "checkpoints" in settings:
-        settings["checkpoints"] = tmp_path
-    made = toy.tables({}, settings)
+    assert entry.settings(plan, "tables")["recipe"] == smoke_config["toys"][exhibit]
+    made = toy_tables(exhibit, plan, tmp_path)
     assert set(made) == set(entry.tables)
     for name, table in made.items():
         table.to_parquet(tmp_path / f"{name}.parquet")
@@ -66,11 +91,10 @@ def test_toy_verdicts_do_not_depend_on_the_cpus_bfloat16(
     """The toys train in float32 unless a recipe asks for bfloat16, so a CPU with native
     bfloat16 and one without give the same numbers, hence the same verdicts."""
     plan, entry = Plan(smoke_config), EXHIBITS["U1"]
-    settings = {**entry.settings(plan, "tables"), "checkpoints": tmp_path}
     records = []
     for native in (True, False):
         monkeypatch.setattr(training, "native_bfloat16", lambda device, native=native: native)
-        tables = u1.tables({}, settings)
+        tables = toy_tables("U1", plan, tmp_path / str(native))
         assert set(tables["curves"].precision) == {"float32"}
         found = u1.claims(tables, entry.settings(plan, "claims"))
         records.append({claim: m.record() for claim, m in found.items()})
@@ -341,8 +365,7 @@ def test_u1_ratio_claims_on_a_tiny_run(smoke_config, tmp_path, one_thread):
     """Trained replicates: the ratio claims are the means over the replicates of the paper's
     table of each, and the donor sink value, the same in every sequence, changes nothing."""
     plan, entry = Plan(smoke_config), EXHIBITS["U1"]
-    settings = {**entry.settings(plan, "tables"), "checkpoints": tmp_path}
-    tables = u1.tables({}, settings)
+    tables = toy_tables("U1", plan, tmp_path)
     found = u1.claims(tables, entry.settings(plan, "claims"))
     by_run = tables["interventions"].set_index(["intervention", "replicate"])
     replicates = smoke_config["toys"]["U1"]["replicates"]

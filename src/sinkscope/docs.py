@@ -57,16 +57,18 @@ def ordered_exhibits() -> list[str]:
 
 def exhibit_table() -> str:
     """The README's table of exhibits, by paper and number: per exhibit its title, module,
-    tables rule and outputs."""
+    rules (a trained toy's `train` rule, one job per run, then its `tables` rule) and
+    outputs."""
     lines = [EXHIBIT_HEADER, "|---|---|---|---|---|"]
     for exhibit in map(EXHIBITS.get, ordered_exhibits()):
         name = exhibit.id.lower()
         module_link = f"[`exhibits/{name}.py`](src/sinkscope/exhibits/{name}.py)"
         outputs = f"`results/{exhibit.id}/`: {', '.join(exhibit.tables)}"
         outputs += f"; `figures/{exhibit.id}.png`"
-        lines.append(
-            markdown_row(exhibit.id, exhibit.title, module_link, f"`tables_{exhibit.id}`", outputs)
-        )
+        rules = f"`tables_{exhibit.id}`"
+        if exhibit.run_tables:
+            rules = f"`train_{exhibit.id}` (a job per run: `results/{exhibit.id}/runs/`), {rules}"
+        lines.append(markdown_row(exhibit.id, exhibit.title, module_link, rules, outputs))
     return "\n".join(lines) + "\n"
 
 

@@ -128,6 +128,12 @@ DATA_READ = {
 }
 
 
+def run_settings(exhibit):
+    """A trained toy's `train` job param: the settings of the run its wildcard names."""
+    runs = exhibit.runs(PLAN)
+    return lambda wildcards: runs[wildcards.run]
+
+
 def corpus_input(model):
     """The local file a model's inputs come from: the corpus of a text model, the procedural
     images of a ViT trained on them (none for hub text or photos)."""

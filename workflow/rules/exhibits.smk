@@ -1,11 +1,40 @@
-# exhibits: the table, claims and figure rules of every exhibit, generated from the registry
-# (sinkscope.exhibits.registry). Each job receives exactly the settings its function reads and
-# the version of the code it runs, so a change reruns only what it affects.
+# exhibits: the table, claims and figure rules of every exhibit, and the training rule of each
+# trained toy (one job per run), generated from the registry (sinkscope.exhibits.registry). Each
+# job receives exactly the settings its function reads and the version of the code it runs, so a
+# change reruns only what it affects.
 
 for exhibit in EXHIBITS.values():
     tables = exhibit.table_paths()
     category = f"{exhibit.paper} ({exhibit.id[0]})"
     threads = exhibit.threads if isinstance(exhibit.threads, int) else PLAN.get(exhibit.threads)
+
+    if exhibit.run_tables:
+
+        rule:
+            name:
+                f"train_{exhibit.id}"
+            output:
+                **exhibit.run_paths("{run}"),
+            params:
+                exhibit=exhibit.id,
+                run=run_settings(exhibit),
+                settings=exhibit.settings(PLAN, "train"),
+                code=code_of("exhibit_train.py", exhibit.module),
+            wildcard_constraints:
+                run="[^/]+",
+            threads: threads
+            priority: exhibit.runtime  # the longest first: on few cores a long job started last is the run's tail
+            log:
+                f"logs/{exhibit.id}/runs/{{run}}.log",
+            benchmark:
+                f"logs/benchmark/train_{exhibit.id}/{{run}}.tsv"
+            resources:
+                mem_mb=exhibit.mem_mb,
+                runtime=exhibit.runtime,
+            conda:
+                ENV
+            script:
+                "../scripts/exhibit_train.py"
 
     rule:
         name:
@@ -18,7 +47,7 @@ for exhibit in EXHIBITS.values():
             exhibit=exhibit.id,
             settings=exhibit.settings(PLAN, "tables"),
             code=code_of("exhibit_tables.py", exhibit.module),
-        threads: threads
+        threads: 1 if exhibit.run_tables else threads  # a trained toy's tables gather its runs
         priority: exhibit.runtime  # the longest first: on few cores a long job started last is the run's tail
         log:
             f"logs/{exhibit.id}/tables.log",

@@ -26,13 +26,14 @@ from typing import Any
 
 from ..models.sources import null_of
 from ..stats import Interval
-from ..tables import read_tables, stack
+from ..tables import gather_runs, read_tables, stack
 
 __all__ = [
     "PAPERS",
     "Measured",
     "Null",
     "against_null_model",
+    "gather_runs",
     "module",
     "read_tables",
     "stack",

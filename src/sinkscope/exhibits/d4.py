@@ -27,7 +27,7 @@ import pandas as pd
 from .. import metrics
 from ..stats import Interval, share
 from ..toys.curves import late_change, solved
-from . import Measured, Null
+from . import Measured, Null, gather_runs
 
 if TYPE_CHECKING:
     from ..toys.model import ToyConfig
@@ -44,8 +44,9 @@ def model_config(recipe: dict[str, Any]) -> ToyConfig:
     return ToyConfig(width=recipe["width"], layers=1, heads=1, max_len=recipe["length"], bos=True)
 
 
-def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """Train one model per seed; per seed, the statistics of its off queries and its pattern."""
+def train(run: dict[str, Any], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """Train the model of one seed; the statistics of its off queries and its pattern, trained
+    and at its initialisation (the null)."""
     import torch  # here, not at the top: the claims and figure jobs load no torch
 
     from ..toys.analysis import switch_stats
@@ -53,33 +54,33 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
     from ..toys.tasks import SwitchTask
     from ..toys.train import Seeds, TrainConfig, fit
 
-    recipe = settings["recipe"]
+    recipe, seed = settings["recipe"], run["seed"]
     cfg = model_config(recipe)
+    seeds = Seeds(**recipe["seeds"]).replicate(seed)
+    task = SwitchTask(
+        cfg.width,
+        recipe["length"],
+        recipe["p_off"],
+        "hard",
+        torch.Generator().manual_seed(seeds.task),
+        shift=recipe["shift"],
+    )
     tcfg = TrainConfig(**recipe["train"])
-    rows, curves, untrained = [], [], []
-    for seed in range(recipe["n_seeds"]):
-        seeds = Seeds(**recipe["seeds"]).replicate(seed)
-        task = SwitchTask(
-            cfg.width,
-            recipe["length"],
-            recipe["p_off"],
-            "hard",
-            torch.Generator().manual_seed(seeds.task),
-            shift=recipe["shift"],
-        )
-        model, curve = fit(
-            cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], f"D4 seed {seed}"
-        )
-        stats = switch_stats(model, task, seeds.eval, recipe["n_eval"])
-        rows.append({"seed": seed, **stats})
-        null = switch_stats(build(cfg, seeds.init), task, seeds.eval, recipe["n_eval"])
-        untrained.append({"seed": seed, **null})
-        curves.append(curve.assign(seed=seed))
+    model, curve = fit(
+        cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], f"D4 seed {seed}"
+    )
+    trained = switch_stats(model, task, seeds.eval, recipe["n_eval"])
+    null = switch_stats(build(cfg, seeds.init), task, seeds.eval, recipe["n_eval"])
     return {
-        "seeds": pd.DataFrame(rows),
-        "curves": pd.concat(curves),
-        "null_seeds": pd.DataFrame(untrained),
+        "seeds": pd.DataFrame([{"seed": seed, **trained}]),
+        "curves": curve.assign(seed=seed),
+        "null_seeds": pd.DataFrame([{"seed": seed, **null}]),
     }
+
+
+def tables(inputs: dict[str, list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """The seeds' tables gathered in seed order."""
+    return gather_runs(inputs)
 
 
 def _model(recipe: dict[str, Any]) -> str:

@@ -10,7 +10,6 @@ Clopper-Pearson interval over runs.
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +18,7 @@ import pandas as pd
 from .. import metrics
 from ..stats import Interval, share
 from ..toys.curves import late_slope, solved
-from . import Measured, Null
+from . import Measured, Null, gather_runs
 
 if TYPE_CHECKING:
     from ..toys.model import ToyConfig
@@ -34,8 +33,9 @@ def model_config(width: int, length: int) -> ToyConfig:
     return ToyConfig(width=width, layers=1, heads=1, max_len=length, bos=True, mlp=True)
 
 
-def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """Train one model per setting and seed; per run, where its off queries attend."""
+def train(run: dict[str, Any], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """Train the model of one setting (T, width, weight decay) and seed; where its off queries
+    attend, trained and at its initialisation (the null)."""
     import torch  # here, not at the top: the claims and figure jobs load no torch
 
     from ..toys.analysis import switch_stats
@@ -44,36 +44,32 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
     from ..toys.train import Seeds, TrainConfig, fit
 
     recipe = settings["recipe"]
-    rows, curves, untrained = [], [], []
-    grid = itertools.product(
-        recipe["lengths"], recipe["widths"], recipe["weight_decays"], range(recipe["n_seeds"])
+    length, width, wd, seed = run["T"], run["width"], run["weight_decay"], run["seed"]
+    cfg = model_config(width, length)
+    tcfg = TrainConfig(**{**recipe["train"], "weight_decay": wd})
+    seeds = Seeds(**recipe["seeds"]).replicate(seed)
+    task = SwitchTask(
+        width,
+        length,
+        recipe["p_off"],
+        "soft",
+        torch.Generator().manual_seed(seeds.task),
+        shift=recipe["shift"],
     )
-    for length, width, wd, seed in grid:
-        cfg = model_config(width, length)
-        tcfg = TrainConfig(**{**recipe["train"], "weight_decay": wd})
-        seeds = Seeds(**recipe["seeds"]).replicate(seed)
-        task = SwitchTask(
-            width,
-            length,
-            recipe["p_off"],
-            "soft",
-            torch.Generator().manual_seed(seeds.task),
-            shift=recipe["shift"],
-        )
-        desc = f"D5 T={length} d={width} wd={wd} seed {seed}"
-        model, curve = fit(
-            cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], desc
-        )
-        setting = {"T": length, "width": width, "weight_decay": wd, "seed": seed}
-        rows.append({**setting, **switch_stats(model, task, seeds.eval, recipe["n_eval"])})
-        null = switch_stats(build(cfg, seeds.init), task, seeds.eval, recipe["n_eval"])
-        untrained.append({**setting, **null})
-        curves.append(curve.assign(**setting))
+    desc = f"D5 T={length} d={width} wd={wd} seed {seed}"
+    model, curve = fit(cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], desc)
+    trained = switch_stats(model, task, seeds.eval, recipe["n_eval"])
+    null = switch_stats(build(cfg, seeds.init), task, seeds.eval, recipe["n_eval"])
     return {
-        "runs": pd.DataFrame(rows),
-        "curves": pd.concat(curves),
-        "null_runs": pd.DataFrame(untrained),
+        "runs": pd.DataFrame([{**run, **trained}]),
+        "curves": curve.assign(**run),
+        "null_runs": pd.DataFrame([{**run, **null}]),
     }
+
+
+def tables(inputs: dict[str, list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """The runs' tables gathered in run order (settings, then seeds)."""
+    return gather_runs(inputs)
 
 
 def claims(tables: dict[str, pd.DataFrame], settings: dict[str, Any]) -> dict[str, Measured]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..catalogue import find_claim
 from ..models.sources import null_of, parent_of
+from ..toys.runs import toy_runs
 from . import PAPERS
 from .plan import Plan
 
@@ -31,6 +32,9 @@ class Exhibit:
     title: str
     tables: tuple[str, ...]
     inputs: Callable[[Plan], dict[str, str | list[str]]] = lambda plan: {}
+    # a trained toy: the tables each of its runs (`toys.runs`) writes in its own `train` job
+    run_tables: tuple[str, ...] = ()
+    train_settings: dict[str, Setting] = field(default_factory=dict)
     table_settings: dict[str, Setting] = field(default_factory=dict)
     claim_settings: dict[str, Setting] = field(default_factory=dict)
     figure_settings: dict[str, Setting] = field(default_factory=dict)
@@ -52,12 +56,23 @@ class Exhibit:
     def table_paths(self) -> dict[str, str]:
         return {name: f"results/{self.id}/{name}.parquet" for name in self.tables}
 
+    def runs(self, plan: Plan) -> dict[str, dict[str, Any]]:
+        """{run name: its settings} of a trained toy (none for the other exhibits)."""
+        return toy_runs(self.id, plan.get(f"toys.{self.id}")) if self.run_tables else {}
+
+    def run_paths(self, run: str) -> dict[str, str]:
+        """The tables one run writes (`run` may be a wildcard)."""
+        return {name: f"results/{self.id}/runs/{run}/{name}.parquet" for name in self.run_tables}
+
     def settings(self, plan: Plan, job: str) -> dict[str, Any]:
-        """The values the `tables`, `claims` or `figure` function of the exhibit reads."""
-        spec = {"tables": self.table_settings, "claims": self.claim_settings}.get(
-            job, self.figure_settings
-        )
-        if job != "tables":
+        """The values the `train`, `tables`, `claims` or `figure` function of the exhibit
+        reads."""
+        spec = {
+            "train": self.train_settings,
+            "tables": self.table_settings,
+            "claims": self.claim_settings,
+        }.get(job, self.figure_settings)
+        if job not in ("train", "tables"):
             spec = {**spec, "scale": "scale"}
         if job == "figure":
             spec = {**spec, "title": lambda plan: self.title}
@@ -68,6 +83,7 @@ class Exhibit:
         return {
             job: sorted(s for s in spec.values() if isinstance(s, str))
             for job, spec in (
+                *((("train", self.train_settings),) if self.run_tables else ()),
                 ("tables", self.table_settings),
                 ("claims", {**self.claim_settings, "scale": "scale"}),
                 ("figure", {**self.figure_settings, "scale": "scale"}),
@@ -166,21 +182,37 @@ def inputs_of(model: str) -> str:
 # --- toys (U1, U2, D2, D4-D6) -----------------------------------------------------------------
 
 
-def _toy(exhibit: str, title: str, tables: tuple[str, ...], trained: bool, runtime: int) -> Exhibit:
+def _toy(
+    exhibit: str, title: str, tables: tuple[str, ...], trained: bool | tuple[str, ...], runtime: int
+) -> Exhibit:
+    """A toy exhibit. A trained one trains each run in its own job, on `device` with
+    `toys.threads` threads, which writes every table (`trained` True) or those `trained` names;
+    its tables job gathers them."""
     recipe = f"toys.{exhibit}"
-    return Exhibit(
+    run_tables = tables if trained is True else trained or ()
+
+    def inputs(plan: Plan) -> dict[str, list[str]]:
+        paths = [entry.run_paths(run) for run in entry.runs(plan)]
+        return {name: [p[name] for p in paths] for name in run_tables}
+
+    entry = Exhibit(
         id=exhibit,
         title=title,
         tables=tables,
-        table_settings={
-            "recipe": recipe,
-            **({"device": "device", "checkpoints": "toys.checkpoints"} if trained else {}),
-        },
+        inputs=inputs,
+        run_tables=run_tables,
+        train_settings=(
+            {"recipe": recipe, "device": "device", "checkpoints": "toys.checkpoints"}
+            if run_tables
+            else {}
+        ),
+        table_settings={"recipe": recipe},
         claim_settings={"recipe": recipe},
         figure_settings={"recipe": recipe},
-        threads="toys.threads" if trained else 1,
+        threads="toys.threads" if run_tables else 1,
         runtime=runtime,
     )
+    return entry
 
 
 # --- streaming (S3-S7, S9) ----------------------------------------------------------------------
@@ -477,7 +509,7 @@ EXHIBITS: dict[str, Exhibit] = {
             "U2",
             "global broadcast",
             ("layers", "seeds", "curves", "emergence", "null_layers"),
-            True,
+            ("layers", "curves", "null_layers"),
             120,
         ),
         _toy("D2", "oversmoothing in one attention step", ("similarity", "layers"), False, 10),

@@ -35,7 +35,7 @@ import pandas as pd
 
 from ..stats import exact, over_seeds, prediction, undecided
 from ..toys.curves import convergence, late_change
-from . import Measured, Null
+from . import Measured, Null, gather_runs
 
 if TYPE_CHECKING:
     from ..toys.model import ToyConfig
@@ -66,19 +66,10 @@ def model_config(recipe: dict[str, Any]) -> ToyConfig:
     )
 
 
-def _runs(recipe: dict[str, Any]) -> list[tuple[int, float, float]]:
-    """(replicate, gamma, p) of every run: the replicates of the main setting, then the sweep's
-    other settings (replicate 0 each)."""
-    main = (recipe["gamma"], recipe["p"])
-    sweep = [(g, p) for g in recipe["sweep"]["gamma"] for p in recipe["sweep"]["p"]]
-    return [(r, *main) for r in range(recipe["replicates"])] + [
-        (0, g, p) for g, p in dict.fromkeys(sweep) if (g, p) != main
-    ]
-
-
-def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """Train the replicates of the main (gamma, p), then one model per other setting of the
-    sweep (if any)."""
+def train(run: dict[str, Any], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """Train one run (`toys.runs.toy_runs`: a replicate of the main (gamma, p) or one other
+    setting of the sweep) and read it; the tables a run of the main setting alone fills are empty
+    for the others, and the attention map and profile are replicate 0's."""
     import torch  # here, not at the top: the claims and figure jobs load no torch
 
     from ..toys.analysis import nop_mse_floor
@@ -89,90 +80,83 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
 
     recipe = settings["recipe"]
     cfg = model_config(recipe)
+    replicate, gamma, p = run["replicate"], run["gamma"], run["p"]
+    seeds = Seeds(**recipe["seeds"]).replicate(replicate)
+    task = NopTask(cfg.width, recipe["length"], gamma, p, torch.Generator().manual_seed(seeds.task))
+    desc = f"U1 gamma={gamma} p={p} replicate {replicate}"
     tcfg = TrainConfig(**recipe["train"])
-    first = Seeds(**recipe["seeds"])
-    summary, curves, examples, interventions, null_examples = [], [], [], [], []
-    for replicate, gamma, p in _runs(recipe):
-        seeds = first.replicate(replicate)
-        task = NopTask(
-            cfg.width, recipe["length"], gamma, p, torch.Generator().manual_seed(seeds.task)
-        )
-        desc = f"U1 gamma={gamma} p={p} replicate {replicate}"
-        model, curve = fit(
-            cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], desc
-        )
-        res = analyse(model, task, seeds.eval, recipe["n_eval"])
-        main = (gamma, p) == (recipe["gamma"], recipe["p"])
-        table = intervention_table(res["examples"])
-        run = {"replicate": replicate, "gamma": gamma, "p": p}
-        summary.append(
-            {
-                **run,
-                "lambda": task.lam,
-                "main": main,
-                "gate_mean_component": (task.v.sum() / task.width**0.5).item(),
-                "mse_floor": nop_mse_floor(task),
-                **{f"mse {r.intervention}": r.mse for r in table.itertuples()},
-                "mse null": res["examples"]["mse null"].mean(),
-                **{
-                    k: res[k]
-                    for k in ("bos_mass_nop", "bos_mass_damped", "self_mass_damped")
-                    + ("self_share_nop", "sink_event_share", "spectral_peak")
-                },
-                "init_spectral_peak": qk_peak(build(cfg, seeds.init))[1],
-                "value_ratio": res["examples"].value_ratio.mean(),
-                "sink_value_norm": res["examples"].sink_value_norm.mean(),
-                "other_value_norm": res["examples"].other_value_norm.mean(),
-            }
-        )
-        curves.append(curve.assign(**run))
-        if not main:
-            continue
-        examples.append(res["examples"].rename_axis("example").reset_index().assign(**run))
-        untrained = analyse(build(cfg, seeds.init), task, seeds.eval, recipe["n_eval"])
-        null_examples.append(
-            untrained["examples"].rename_axis("example").reset_index().assign(**run)
-        )
-        interventions.append(table.assign(replicate=replicate))
-        if replicate == 0:
-            attn = res["attn_sample"]
-            n = attn.shape[0]
-            attention = pd.DataFrame(
-                {
-                    "query": torch.arange(n).repeat_interleave(n).numpy(),
-                    "key": torch.arange(n).repeat(n).numpy(),
-                    "weight": attn.flatten().numpy(),
-                }
-            )
-            damped = torch.cat([torch.tensor([False]), res["damped_sample"]])
-            attention["query_damped"] = damped.repeat_interleave(n).numpy()
-            profile = pd.concat(
-                [
-                    pd.DataFrame(
-                        {
-                            "kind": "value norm",
-                            "index": range(n),
-                            "value": res["value_norms"].numpy(),
-                        }
-                    ),
-                    pd.DataFrame(
-                        {
-                            "kind": "qk singular value",
-                            "index": range(len(res["qk_sigma"])),
-                            "value": res["qk_sigma"].numpy(),
-                        }
-                    ),
-                ]
-            )
-    return {
-        "summary": pd.DataFrame(summary),
-        "interventions": pd.concat(interventions, ignore_index=True),
-        "curves": pd.concat(curves),
-        "attention": attention,
-        "profile": profile,
-        "examples": pd.concat(examples, ignore_index=True),
-        "null_examples": pd.concat(null_examples, ignore_index=True),
+    model, curve = fit(cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], desc)
+    res = analyse(model, task, seeds.eval, recipe["n_eval"])
+    main = (gamma, p) == (recipe["gamma"], recipe["p"])
+    table = intervention_table(res["examples"])
+    summary = {
+        **run,
+        "lambda": task.lam,
+        "main": main,
+        "gate_mean_component": (task.v.sum() / task.width**0.5).item(),
+        "mse_floor": nop_mse_floor(task),
+        **{f"mse {r.intervention}": r.mse for r in table.itertuples()},
+        "mse null": res["examples"]["mse null"].mean(),
+        **{
+            k: res[k]
+            for k in ("bos_mass_nop", "bos_mass_damped", "self_mass_damped")
+            + ("self_share_nop", "sink_event_share", "spectral_peak")
+        },
+        "init_spectral_peak": qk_peak(build(cfg, seeds.init))[1],
+        "value_ratio": res["examples"].value_ratio.mean(),
+        "sink_value_norm": res["examples"].sink_value_norm.mean(),
+        "other_value_norm": res["examples"].other_value_norm.mean(),
     }
+    empty = pd.DataFrame()
+    found = {
+        "summary": pd.DataFrame([summary]),
+        "curves": curve.assign(**run),
+        "interventions": empty,
+        "examples": empty,
+        "null_examples": empty,
+        "attention": empty,
+        "profile": empty,
+    }
+    if not main:
+        return found
+    untrained = analyse(build(cfg, seeds.init), task, seeds.eval, recipe["n_eval"])
+    found |= {
+        "interventions": table.assign(replicate=replicate),
+        "examples": res["examples"].rename_axis("example").reset_index().assign(**run),
+        "null_examples": untrained["examples"].rename_axis("example").reset_index().assign(**run),
+    }
+    if replicate == 0:
+        found |= _attention_and_profile(res)
+    return found
+
+
+def _attention_and_profile(res: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """One evaluation sequence's attention map (with which queries are damped) and its value norms
+    and QK singular values."""
+    import torch
+
+    attn = res["attn_sample"]
+    n = attn.shape[0]
+    attention = pd.DataFrame(
+        {
+            "query": torch.arange(n).repeat_interleave(n).numpy(),
+            "key": torch.arange(n).repeat(n).numpy(),
+            "weight": attn.flatten().numpy(),
+        }
+    )
+    damped = torch.cat([torch.tensor([False]), res["damped_sample"]])
+    attention["query_damped"] = damped.repeat_interleave(n).numpy()
+    norms = {"kind": "value norm", "index": range(n), "value": res["value_norms"].numpy()}
+    sigma = res["qk_sigma"]
+    spectrum = {"kind": "qk singular value", "index": range(len(sigma)), "value": sigma.numpy()}
+    profile = pd.concat([pd.DataFrame(norms), pd.DataFrame(spectrum)])
+    return {"attention": attention, "profile": profile}
+
+
+def tables(inputs: dict[str, list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """The runs' tables gathered in run order: the replicates of the main (gamma, p), then one
+    model per other setting of the sweep (if any)."""
+    return gather_runs(inputs)
 
 
 def _model(recipe: dict[str, Any]) -> str:

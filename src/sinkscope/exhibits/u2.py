@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..stats import over_seeds
 from ..toys.curves import CONVERGED_FALL, convergence, fall_over_training, late_change
-from . import Measured, Null
+from . import Measured, Null, gather_runs
 
 if TYPE_CHECKING:
     from ..toys.model import ToyConfig
@@ -49,9 +49,9 @@ def model_config(recipe: dict[str, Any]) -> ToyConfig:
     )
 
 
-def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """Train one model per seed; per seed and layer, the statistics of the module docstring, and
-    the paper's table per seed (task MSE, max inflow of each layer)."""
+def train(run: dict[str, Any], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """Train the model of one seed; per layer, the statistics of the module docstring, of the
+    trained model and of the same model at its initialisation (the null)."""
     import torch  # here, not at the top: the claims and figure jobs load no torch
 
     from ..toys.analysis import broadcast_layers
@@ -59,29 +59,36 @@ def tables(inputs: dict[str, str | list[str]], settings: dict[str, Any]) -> dict
     from ..toys.tasks import BroadcastTask
     from ..toys.train import Seeds, TrainConfig, fit
 
-    recipe = settings["recipe"]
+    recipe, seed = settings["recipe"], run["seed"]
     cfg = model_config(recipe)
+    seeds = Seeds(**recipe["seeds"]).replicate(seed)
+    task = BroadcastTask(
+        cfg.width, recipe["length"], recipe["alpha"], torch.Generator().manual_seed(seeds.task)
+    )
     tcfg = TrainConfig(**recipe["train"])
-    rows, curves, untrained = [], [], []
-    for seed in range(recipe["n_seeds"]):
-        seeds = Seeds(**recipe["seeds"]).replicate(seed)
-        task = BroadcastTask(
-            cfg.width, recipe["length"], recipe["alpha"], torch.Generator().manual_seed(seeds.task)
-        )
-        model, curve = fit(
-            cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], f"U2 seed {seed}"
-        )
-        rows += with_roles(broadcast_layers(model, task, seeds.eval, recipe["n_eval"]), seed)
-        null = broadcast_layers(build(cfg, seeds.init), task, seeds.eval, recipe["n_eval"])
-        untrained += with_roles(null, seed)
-        curves.append(curve.assign(seed=seed))
-    layers, curves = pd.DataFrame(rows), pd.concat(curves)
+    model, curve = fit(
+        cfg, task, tcfg, seeds, settings["checkpoints"], settings["device"], f"U2 seed {seed}"
+    )
+    null = broadcast_layers(build(cfg, seeds.init), task, seeds.eval, recipe["n_eval"])
     return {
-        "layers": layers,
-        "seeds": seed_table(layers),
-        "curves": curves,
-        "emergence": fall_over_training(curves, "seed"),
-        "null_layers": pd.DataFrame(untrained),
+        "layers": pd.DataFrame(
+            with_roles(broadcast_layers(model, task, seeds.eval, recipe["n_eval"]), seed)
+        ),
+        "curves": curve.assign(seed=seed),
+        "null_layers": pd.DataFrame(with_roles(null, seed)),
+    }
+
+
+def tables(inputs: dict[str, list[str]], settings: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """The seeds' tables gathered; the paper's table per seed (task MSE, max inflow of each
+    layer) and the fall of the loss over training."""
+    runs = gather_runs(inputs)
+    return {
+        "layers": runs["layers"],
+        "seeds": seed_table(runs["layers"]),
+        "curves": runs["curves"],
+        "emergence": fall_over_training(runs["curves"], "seed"),
+        "null_layers": runs["null_layers"],
     }
 
 
