@@ -637,6 +637,14 @@ def test_s5_speedup_law_at_the_papers_cache_and_its_controls(tmp_path):
     assert f"gives {law.value:.1f}x at cache 4096" in law.note
     assert "measured at the largest cache these latency settings time: 5." in law.note
     assert "at cache 512" in law.note and "m (0.135 B parameters) on cpu" in law.note
+    # its null, re-computation timed against itself, has no speed-up, and fails the check
+    assert law.null.value == pytest.approx(1.0, abs=0.5)
+    assert law.null.interval.low <= law.null.value <= law.null.interval.high
+    assert "re-computation's first half of repeats over its second" in law.null.note
+    check = next(c for c in load_claims() if c["id"] == "S5.speedup_at_paper_cache")["check"]
+    assert judge(check, law.null.interval.low, law.null.interval.high) is False
+    one = s5.claims(s5_tables(tmp_path, rows[rows.repeat == 0]), S5_SETTINGS)
+    assert np.isnan(one["S5.speedup_at_paper_cache"].null.value)
     assert found["S5.timed_on_gpu"].value is False
     assert found["S5.timed_parameters"].value == pytest.approx(0.135)
     controls = {
