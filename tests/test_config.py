@@ -11,7 +11,9 @@ from conftest import REPO
 from sinkscope.config import ConfigError, load_config, merge, schema_path, validate_config
 
 
-@pytest.mark.parametrize("override", [None, "extended.yaml", "paper.yaml", "smoke.yaml"])
+@pytest.mark.parametrize(
+    "override", [None, "extended.yaml", "gpu.yaml", "paper.yaml", "smoke.yaml"]
+)
 def test_shipped_configs_are_valid(override):
     paths = [REPO / "config" / "config.yaml"]
     if override:
@@ -24,7 +26,7 @@ def _named_rows(text: str) -> set[str]:
     return set(re.findall(r"\b[USD]\d(?:\.llm)?\.[a-z][a-z0-9_]*\b", text))
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "extended.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "extended.yaml", "gpu.yaml"])
 def test_the_rows_a_tier_names_for_its_settings_are_claims_of_the_catalogue(name):
     from sinkscope.catalogue import load_claims
 

@@ -103,7 +103,9 @@ def test_a_file_without_its_generated_part_names_its_first_line(tmp_path):
         docs.stale(tmp_path)
 
 
-@pytest.mark.parametrize("scale", [[], ["smoke.yaml"], ["extended.yaml"], ["paper.yaml"]])
+@pytest.mark.parametrize(
+    "scale", [[], ["smoke.yaml"], ["extended.yaml"], ["gpu.yaml"], ["paper.yaml"]]
+)
 def test_report_captions_render_the_settings_they_name_from_the_config(scale):
     """Snakemake renders each caption with Jinja2 (`snakemake.config` among its names): every
     setting a caption names exists at every scale, and U1's recipe is the config's."""

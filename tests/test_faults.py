@@ -138,7 +138,7 @@ KINDS = {
     "toy": Kind(
         "train_D4",
         "results/D4/runs/seed0/seeds.parquet",
-        tuple(f"results/D4/runs/seed0/{name}.parquet" for name in ("seeds", "curves", "null_seeds")),
+        tuple(f"results/D4/runs/seed0/{t}.parquet" for t in ("seeds", "curves", "null_seeds")),
         "logs/D4/runs/seed0.log",
         _exists("resources/toys/checkpoints/D4_seed_*.pt"),
         "resources/toys/checkpoints/D4_seed_*.pt",

@@ -129,10 +129,12 @@ def test_html_report_shows_the_figures(smoke):
     assert "S1.png" in html and "scorecard.csv" in html and "scorecard.png" in html
 
 
-def test_paper_scale_dag_builds(tmp_path):
-    _, output = snakemake(tmp_path, "-n", config=REPO / "config" / "paper.yaml")
+@pytest.mark.parametrize("tier", ["gpu", "paper"])
+def test_paper_and_gpu_tier_dags_build(tmp_path, tier):
+    _, output = snakemake(tmp_path, "-n", config=REPO / "config" / f"{tier}.yaml")
     assert "rule materialise_model" in output
     assert "resources/models/llama2-7b/manifest.json" in output
+    assert "rule train_U1" in output and "results/U1/runs/gamma0.5_p0.25/summary.parquet" in output
 
 
 def test_slurm_profile_dag_builds(tmp_path):

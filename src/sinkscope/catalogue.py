@@ -37,7 +37,7 @@ ONE_SIDED = ("less_than", "greater_than", "at_most", "at_least")
 GIVES_A_VALUE = re.compile(r"^[~<>]?\s*[0-9.]")
 # the tiers above the default, smallest first (config/<tier>.yaml): `testable_at` resolves to
 # the first of them whose merged config meets its `where` and the claim's config controls
-TIERS = ("extended", "paper")
+TIERS = ("extended", "gpu", "paper")
 SCALES = ("smoke", "default", *TIERS)  # every tier of config/, smallest first
 # the conditions `testable_at.where` may set on a config value (a bare value: equality)
 CONDITIONS = ("at_least", "at_most", "contains", "includes")

@@ -31,7 +31,7 @@ from .catalogue import (
     markdown_row,
     threshold_table,
 )
-from .config import UPSTREAM_READS
+from .config import UPSTREAM_READS, load_config
 from .exhibits import PAPERS, module
 from .exhibits.registry import EXHIBITS
 from .scorecard import VERDICT_HEADER, verdict_table
@@ -136,6 +136,9 @@ def adapter_table() -> str:
 
 
 READERS_HEADER = "| config key | the rules that read it |"
+TIER_HEADER = (
+    "| tier | command | replications run at their paper's setting | of them, at no smaller tier |"
+)
 
 
 def _exhibit_jobs(jobs: dict[str, list[str]]) -> str:
@@ -173,6 +176,26 @@ def readers_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def tier_table() -> str:
+    """docs/paper-scale.md's table of tiers, smallest first: per tier the replications whose
+    paper's setting (`testable_at`, with every config control) its config meets, and those no
+    smaller tier's config meets (`sinkscope.tiers`, from the tier configs)."""
+    from .tiers import tests_claim, tier_configs
+
+    root = Path(__file__).resolve().parents[2]
+    configs = {"default": load_config([root / "config" / "config.yaml"]), **tier_configs(root)}
+    claims = [c for c in load_claims() if c["kind"] == "replication"]
+    lines, seen = [TIER_HEADER, "|---|---|---|---|"], set()
+    for tier, config in configs.items():
+        tested = {c["id"] for c in claims if tests_claim(c, config)}
+        option = "" if tier == "default" else f" --configfile config/{tier}.yaml"
+        new = ", ".join(f"`{claim}`" for claim in sorted(tested - seen)) or "none"
+        count = f"{len(tested)} of {len(claims)}"
+        lines.append(markdown_row(tier, f"`snakemake --cores all{option}`", count, new))
+        seen |= tested
+    return "\n".join(lines) + "\n"
+
+
 # file (relative to the checkout) -> [(the first line of a generated part, its last line or None
 # for the last row of a table, its generator)]
 Part = tuple[str, str | None, Callable[[], str]]
@@ -184,6 +207,7 @@ GENERATED: dict[str, list[Part]] = {
     ],
     "docs/your-model.md": [(ADAPTER_HEADER, None, adapter_table)],
     "config/README.md": [(READERS_HEADER, None, readers_table)],
+    "docs/paper-scale.md": [(TIER_HEADER, None, tier_table)],
     "docs/exhibit-reference.md": [
         (THRESHOLD_HEADER, None, lambda: threshold_table(load_claims())),
         (LEDGER_HEADER, None, lambda: ledger_table(load_claims())),
