@@ -39,13 +39,16 @@ COLUMNS = [
 ]
 
 
-def direct_stats(probs, values, w_out, hidden, visible) -> pd.DataFrame:
-    """The statistics of one layer from explicit tensors, every metric in its plain form."""
+def direct_stats(probs, values, w_out, hidden, visible, gate=None) -> pd.DataFrame:
+    """The statistics of one layer from explicit tensors, every metric in its plain form; `gate`
+    (B, H, T, d_head): the output gate the model multiplies each head's A V by."""
     mass = metrics.column_mass(probs, visible)
     seen = visible.expand(probs.shape).sum(-2) >= visible.shape[-1] / 2  # keys half the queries see
     sink = torch.where(seen, mass, torch.full_like(mass, -1)).argmax(-1)
     outs = values.double() @ w_out.double()
     update = probs.double() @ outs  # U = A (V W_O^h), formed explicitly
+    if gate is not None:  # U = (G * A V) W_O^h
+        update = (gate.double() * (probs.double() @ values.double())) @ w_out.double()
     sigma = metrics.singular_values(update)
     norms = hidden.double().norm(dim=-1)
     columns = {
@@ -103,6 +106,58 @@ def test_grouped_kv_decoder_matches_direct_recomputation():
     assert first.rank_share.tolist() == pytest.approx(rank.tolist())
     half = [metrics.in_strict_half_space(tokens) for tokens in hidden.double().numpy()]
     assert first.half_space.tolist() == half
+
+
+def test_gated_attention_beside_linear_attention_matches_direct_recomputation():
+    """Qwen3-Next: layer 0 is linear attention (no rows), layer 1 softmax attention whose A V
+    the model multiplies by sigmoid(gate) per head and dimension, the gate read from the second
+    half of each head's query projection; the update statistics see the gated output and the
+    gate columns are its mean on the queries attending to the sink and on the others."""
+    from transformers.models.qwen3_next.modeling_qwen3_next import (
+        apply_rotary_pos_emb as qwen_rotary,
+    )
+
+    model = tiny_causal_lm("qwen3_next")
+    ids = torch.randint(0, VOCAB, (2, 12))
+    heads, layers = Extractor(model).run({"input_ids": ids}, np.array([0, 1]))
+    assert sorted(set(heads.layer)) == sorted(set(layers.layer)) == [1]
+    with torch.no_grad():
+        hidden = model.base_model(ids, output_hidden_states=True).hidden_states[1]
+        layer = model.base_model.layers[1]
+        attn = layer.self_attn
+        x = layer.input_layernorm(hidden)
+        q, gate = attn.q_proj(x).view(2, 12, -1, 2 * attn.head_dim).chunk(2, dim=-1)
+        q = attn.q_norm(q).transpose(1, 2)
+        k = attn.k_norm(attn.k_proj(x).view(2, 12, -1, attn.head_dim)).transpose(1, 2)
+        v = attn.v_proj(x).view(2, 12, -1, attn.head_dim).transpose(1, 2)
+        cos, sin = model.base_model.rotary_emb(x, torch.arange(12)[None].expand(2, -1))
+        q, k = qwen_rotary(q, k, cos, sin)
+        k, v = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
+        visible = metrics.causal_mask(12)
+        scores = (q @ k.transpose(-1, -2)) * attn.scaling
+        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        w_out = attn.o_proj.weight.T.reshape(4, attn.head_dim, 32)
+        gate = torch.sigmoid(gate).transpose(1, 2)
+        direct = direct_stats(probs, v, w_out, hidden, visible, gate)
+        ungated = direct_stats(probs, v, w_out, hidden, visible)
+    compare(heads.reset_index(drop=True), direct)
+    with pytest.raises(AssertionError, match="srank"):
+        compare(heads.reset_index(drop=True), ungated)
+    sink = torch.tensor(heads.sink.to_numpy()).reshape(2, 4)
+    on_sink = metrics.sink_weights(probs, sink) >= metrics.RELAXED_WEIGHT
+    per_query = gate.mean(-1).double()
+    want = [(per_query[b, h][on_sink[b, h]].mean(), per_query[b, h][~on_sink[b, h]].mean())
+            for b in range(2) for h in range(4)]  # fmt: skip
+    got = heads[["gate_sink_rows", "gate_other_rows"]].to_numpy()
+    assert np.allclose(got, np.array(want, dtype=float), atol=1e-6, equal_nan=True)
+    assert np.isfinite(heads.gate_other_rows).all()
+
+
+def test_ungated_models_have_no_gate_value():
+    heads, _ = Extractor(tiny_causal_lm("llama")).run(
+        {"input_ids": torch.randint(0, VOCAB, (1, 12))}, np.array([0])
+    )
+    assert heads.gate_sink_rows.isna().all() and heads.gate_other_rows.isna().all()
 
 
 def test_gpt_neox_packed_heads_match_direct_recomputation():

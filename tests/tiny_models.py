@@ -6,11 +6,12 @@ type with a vision-only image model (image classification or backbone classes, a
 `tiny_base_model(model_type)` build one with 2 layers and a small width, eager attention, in eval
 mode. A model whose layers differ keeps its first layer and the first one unlike it (its kind in
 `layer_types`, its per-layer settings), with every per-layer list and per-layer size cut and
-scaled to match; a composite's text model is built from its text config. Keyword overrides (`tiny_causal_lm("llama", num_hidden_layers=3)`) are set on the config
-after it is shrunk. Every parameter its initialisation leaves constant (biases, norm weights,
-learned sink logits, LayerScale) is moved away from that value, so a term an implementation drops
-changes its output. A model type whose tiny model transformers cannot build from its default
-config raises `Unbuildable` with the reason; the zoo tests count those.
+scaled to match; a composite's text model is built from its text config. Keyword overrides
+(`tiny_causal_lm("llama", num_hidden_layers=3)`) are set on the config after it is shrunk. Every
+parameter its initialisation leaves constant (biases, norm weights, learned sink logits,
+LayerScale) is moved away from that value, so a term an implementation drops changes its output.
+A model type whose tiny model transformers cannot build from its default config raises
+`Unbuildable` with the reason; the zoo tests count those.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ TINY = {
     "n_routed_experts": 4,
     "num_experts_per_tok": 2,
     "sliding_window": 5,  # shorter than the inputs, so a sliding layer differs from a full one
+    "attention_chunk_size": 5,  # as short: a chunked layer (Llama 4) differs from a full one
     "initializer_range": 0.2,  # peaked enough attention that a dropped term shows
     "image_size": IMAGE,
     "patch_size": PATCH,

@@ -8,7 +8,10 @@ projection and the probabilities after its softmax. The extractor reduces them a
 per-(sample, layer, head) statistics (shared definitions in `sinkscope.metrics`), and the hidden
 state entering each layer to per-(sample, layer) statistics; only a few cropped attention maps
 are kept, for figures. Nothing of size T x T survives a batch, so memory does not grow with the
-number of samples.
+number of samples. Only softmax attention layers are read (`attention_layers`); a hybrid model's
+linear-attention or convolution layers have no rows. Where the model gates each head's A V
+(Qwen3-Next, Qwen 3.5), the update statistics see the gated output, as the model adds it, and
+each head gets its mean gate on the queries that attend to its sink and on the others.
 """
 
 from __future__ import annotations
@@ -41,17 +44,25 @@ class Extractor:
         self.by_module = {id(layer.attention): layer for layer in self.layers}
         self.map_tokens, self.map_samples = map_tokens, map_samples
         self.cos_counts = np.zeros((len(self.layers), len(COS_BINS) - 1), dtype=np.int64)
+        self.row = {layer.index: row for row, layer in enumerate(self.layers)}  # of cos_counts
         self.maps: list[dict] = []
         self._hidden: dict[int, torch.Tensor] = {}
+        self._gates: dict[int, torch.Tensor] = {}
         self._heads: list[pd.DataFrame] = []
         self._layer_rows: list[pd.DataFrame] = []
 
     def _layer_input(self, layer: AttentionLayer) -> Callable:
         def pre_hook(module, args, kwargs):
-            hidden = args[0] if args else kwargs["hidden_states"]
+            hidden = layer.stream(args[0] if args else kwargs["hidden_states"])
             hidden = hidden.detach().to(torch.promote_types(hidden.dtype, torch.float32))
             self._hidden[layer.index] = hidden
             self._layer_rows.append(self._layer_stats(layer.index, hidden))
+
+        return pre_hook
+
+    def _attention_input(self, layer: AttentionLayer) -> Callable:
+        def pre_hook(module, args, kwargs):
+            self._gates[layer.index] = layer.gate(args[0] if args else kwargs["hidden_states"])
 
         return pre_hook
 
@@ -66,7 +77,7 @@ class Extractor:
         ]
         first = torch.zeros(hidden.shape[0], dtype=torch.long, device=hidden.device)
         cos = metrics.cosine_to(hidden, first)[:, 1:].cpu().numpy()
-        self.cos_counts[index] += np.histogram(cos.clip(-1, 1), COS_BINS)[0]
+        self.cos_counts[self.row[index]] += np.histogram(cos.clip(-1, 1), COS_BINS)[0]
         return pd.DataFrame({
             "sample": self._samples, "layer": index,
             "token_similarity": metrics.token_similarity(hidden).cpu().numpy(),
@@ -102,6 +113,10 @@ class Extractor:
         mass = metrics.column_mass(probs, visible)
         sink = metrics.dominant_key(probs, visible, mass)
         events = metrics.sink_events(probs, visible, sink)
+        gate = self._gates.pop(layer.index, None)
+        gate_sink, gate_other = _gate_by_rows(gate, probs, visible, sink)
+        if gate is not None:  # the update the model adds: each head's A V times its gate
+            mixed = mixed * gate.to(mixed.dtype)
         w_out = layer.w_out.to(values.device)
         sigma = metrics.update_singular_values(mixed, layer.root.to(values.device))
         hidden = self._hidden[layer.index]
@@ -128,6 +143,7 @@ class Extractor:
                 torch.full_like(mass[..., 0], float("nan")) if learned is None
                 else learned.mean(-1)
             ),
+            "gate_sink_rows": gate_sink, "gate_other_rows": gate_other,
         }  # fmt: skip
         frame = {"sample": np.repeat(self._samples, heads), "layer": layer.index,
                  "head": np.tile(np.arange(heads), batch)}  # fmt: skip
@@ -151,6 +167,13 @@ class Extractor:
             layer.layer.register_forward_pre_hook(self._layer_input(layer), with_kwargs=True)
             for layer in self.layers
         ]
+        handles += [
+            layer.attention.register_forward_pre_hook(
+                self._attention_input(layer), with_kwargs=True
+            )
+            for layer in self.layers
+            if layer.adapter.gate is not None
+        ]
         try:
             with hooked(self.model, self._attention_hook):
                 forward(self.model, inputs)
@@ -159,17 +182,38 @@ class Extractor:
                 handle.remove()
         heads = pd.concat(self._heads, ignore_index=True)
         layers = pd.concat(self._layer_rows, ignore_index=True)
-        self._heads, self._layer_rows, self._hidden = [], [], {}
+        self._heads, self._layer_rows, self._hidden, self._gates = [], [], {}, {}
         return heads, layers
 
     def cosine_histogram(self) -> pd.DataFrame:
         """Counts of cos(h_first, h_t), t > 0, per layer, over all samples so far."""
-        layers, bins = np.meshgrid(np.arange(len(self.layers)), np.arange(len(COS_BINS) - 1),
-                                   indexing="ij")  # fmt: skip
+        rows, bins = np.meshgrid(np.arange(len(self.layers)), np.arange(len(COS_BINS) - 1),
+                                 indexing="ij")  # fmt: skip
+        indices = np.array([layer.index for layer in self.layers])
         return pd.DataFrame({
-            "layer": layers.ravel(), "bin_low": COS_BINS[bins.ravel()],
+            "layer": indices[rows.ravel()], "bin_low": COS_BINS[bins.ravel()],
             "bin_high": COS_BINS[bins.ravel() + 1], "count": self.cos_counts.ravel(),
         })  # fmt: skip
+
+
+def _gate_by_rows(gate, probs, visible, sink):
+    """Per (sample, head), the mean output gate on the queries that attend to the sink (that see
+    it and give it at least `metrics.RELAXED_WEIGHT`, as a sink event counts them) and on the
+    other queries; NaN without a gate, or where a set of queries is empty."""
+    nan = torch.full(probs.shape[:2], float("nan"), dtype=probs.dtype, device=probs.device)
+    if gate is None:
+        return nan, nan
+    per_query = gate.to(probs.dtype).mean(-1)  # (B, H, T)
+    weights = metrics.sink_weights(probs, sink)  # (B, H, T)
+    sees = visible.expand(probs.shape).gather(
+        -1, sink[..., None, None].expand(*probs.shape[:-1], 1)
+    )
+    on_sink = (weights >= metrics.RELAXED_WEIGHT) & sees.squeeze(-1)
+
+    def mean(rows):
+        return (per_query * rows).sum(-1) / rows.sum(-1).to(probs.dtype)
+
+    return mean(on_sink), mean(~on_sink)
 
 
 def extract(

@@ -138,17 +138,46 @@ def _mpt_positions(model) -> Positions:
     return _alibi(model) if model.config.attn_config.alibi else Positions("none")
 
 
+def _complex_rope(model) -> Positions:
+    """RoPE as complex rotations of neighbouring pairs (Llama 4; its NoPE layers left out)."""
+    return Positions("rope-interleaved", 1.0)
+
+
+def _active_altup(layer: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """Gemma 3n's layer input holds its AltUp predictions; the active one is the stream."""
+    return hidden[layer.config.altup_active_idx]
+
+
 # W_Q and W_K of a layer's attention as Linear weights (out, in): (H d_head, d), (H_kv d_head, d).
 QK = Callable[[torch.nn.Module, int, int], tuple[torch.Tensor, torch.Tensor]]
 
 
 def _separate(query: str = "q_proj", key: str = "k_proj") -> QK:
-    """Separate query and key projections."""
+    """Separate query and key projections (no key weight where a layer reuses another's keys)."""
 
     def split(attention, heads, d_head):
-        return _at(attention, query).weight, _at(attention, key).weight
+        return _at(attention, query).weight, getattr(_maybe(attention, key), "weight", None)
 
     return split
+
+
+def _gated_query(attention, heads, d_head):
+    """A query projection whose rows hold each head's query, then its output gate (Qwen3-Next,
+    Qwen 3.5), and a separate key projection."""
+    weight = attention.q_proj.weight.reshape(heads, 2, d_head, -1)
+    return weight[:, 0].flatten(0, 1), attention.k_proj.weight
+
+
+# an attention output gate: (attention module, its input (B, T, d)) -> the gate the model
+# multiplies each head's A V by, (B, H, T, d_head)
+Gate = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
+
+
+def _sigmoid_query_gate(attention, hidden):
+    """sigmoid of the gate half of each head's query projection (Qwen3-Next, Qwen 3.5)."""
+    batch, length = hidden.shape[:2]
+    both = attention.q_proj(hidden).view(batch, length, -1, 2 * attention.head_dim)
+    return torch.sigmoid(both[..., attention.head_dim :]).transpose(1, 2)
 
 
 def _stacked(name: str, conv1d: bool = False) -> QK:
@@ -194,7 +223,12 @@ class Adapter:
     `layer_scale` (a LayerScale after W_O) from a layer; `qk_norm` (norms applied to q and k
     before the scores, which the hooks see already applied) and `sinks` (learned per-head sink
     logits) from the attention module. `eager`: how the hooks reach the softmax: `interface`
-    (transformers' AttentionInterface), or the family's own eager path (`mpt`, `bloom`, `timm`)."""
+    (transformers' AttentionInterface), or the family's own eager path (`mpt`, `bloom`, `timm`).
+    `mixers`: a layer's other token mixers (linear attention, convolution), layers that have one
+    instead of `attention` are listed by `mixing_layers`, never read as attention. `gate`: the
+    attention output gate, where the model multiplies each head's A V by one. `stream`: the
+    residual stream within a layer's input (Gemma 3n: the active AltUp prediction). `streaming`:
+    why the streaming evaluation refuses the family (None: it applies)."""
 
     family: str
     model_types: tuple[str, ...]
@@ -208,6 +242,10 @@ class Adapter:
     sinks: str | None = None
     eager: str = "interface"
     conv1d: bool = False  # W_O stored (in, out)
+    mixers: tuple[str, ...] = ()
+    gate: Gate | None = None
+    stream: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None
+    streaming: str | None = None
 
 
 LLAMA_LIKE = (
@@ -219,12 +257,37 @@ LLAMA_LIKE = (
     "mellum", "mimo_v2_flash", "minimax_m2", "minimax_m3_vl_text", "ministral", "ministral3",
     "mistral", "mixtral", "nanochat", "olmo", "olmo2", "olmo3", "olmoe", "param2moe", "phimoe",
     "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "sarvam_moe", "seed_oss", "smollm3",
-    "solar_open", "stablelm", "starcoder2", "vaultgemma",
+    "solar_open", "stablelm", "starcoder2", "vaultgemma", "nemotron", "ministral", "dots1",
+    "emu3_text_model", "gemma4_text", "gemma4_unified_text",
 )  # fmt: skip
+CHUNKED = (
+    "its chunked-attention layers see only their own chunk, which a sinks + window cache does "
+    "not reproduce"
+)
+RECURRENT = (
+    "its linear-attention (or convolution) layers carry a state the sinks + window cache of "
+    "StreamingLLM does not define"
+)
 
 ADAPTERS = (
     Adapter("Llama-like decoders", LLAMA_LIKE, "layers", "self_attn", "self_attn.o_proj",
             _separate(), _rope, qk_norm=("q_norm", "k_norm"), sinks="sinks"),
+    Adapter("Qwen3-Next and Qwen 3.5 (gated attention beside linear attention)",
+            ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"), "layers", "self_attn",
+            "self_attn.o_proj", _gated_query, _rope, qk_norm=("q_norm", "k_norm"),
+            mixers=("linear_attn",), gate=_sigmoid_query_gate, streaming=RECURRENT),
+    Adapter("Llama 4 (chunked RoPE layers, NoPE global layers)", ("llama4_text",), "layers",
+            "self_attn", "self_attn.o_proj", _separate(), _complex_rope, streaming=CHUNKED),
+    Adapter("Gemma 3n (AltUp, keys and values shared across layers)", ("gemma3n_text",),
+            "layers", "self_attn", "self_attn.o_proj", _separate(), _rope,
+            qk_norm=("q_norm", "k_norm"), stream=_active_altup),
+    Adapter("LFM2 (convolution layers beside attention)", ("lfm2", "lfm2_moe"), "layers",
+            "self_attn", "self_attn.out_proj", _separate(), _rope,
+            qk_norm=("q_layernorm", "k_layernorm"), mixers=("conv",), streaming=RECURRENT),
+    Adapter("Hunyuan", ("hunyuan_v1_dense", "hunyuan_v1_moe"), "layers", "self_attn",
+            "self_attn.o_proj", _separate(), _rope, qk_norm=("query_layernorm", "key_layernorm")),
+    Adapter("DBRX", ("dbrx",), "blocks", "norm_attn_norm.attn", "norm_attn_norm.attn.out_proj",
+            _stacked("Wqkv"), _rope),
     Adapter("Phi", ("phi",), "layers", "self_attn", "self_attn.dense", _separate(), _rope,
             qk_norm=("q_layernorm", "k_layernorm")),
     Adapter("Phi-3", ("phi3",), "layers", "self_attn", "self_attn.o_proj",
@@ -329,8 +392,9 @@ def _maybe(obj, path: str | None):
 
 @dataclass
 class AttentionLayer:
-    """One attention layer: the module that takes its input, the attention module, W_O per head
-    and the layer's learned per-head sink logits (None without)."""
+    """One attention layer: the module that takes its input, the attention module, W_O per head,
+    the layer's learned per-head sink logits (None without) and the attention module whose keys
+    it attends to (itself, unless it reuses an earlier layer's keys and values)."""
 
     index: int
     layer: torch.nn.Module
@@ -338,29 +402,69 @@ class AttentionLayer:
     w_out: torch.Tensor  # (H, d_head, d): u_j = v_j @ w_out[h], LayerScale included
     adapter: Adapter
     sinks: torch.Tensor | None = None
+    keys_from: torch.nn.Module | None = None
 
     def __post_init__(self):
         self.gram = metrics.output_gram(self.w_out)
         self.root = metrics.gram_root(self.gram)
+        self.keys_from = self.attention if self.keys_from is None else self.keys_from
 
     def qk_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """W_Q^h and W_K^h, (H, d, d_head) each (a grouped key head serves several queries)."""
         heads, d_head = self.w_out.shape[:2]
-        w_q, w_k = (w.detach() for w in self.adapter.qk(self.attention, heads, d_head))
+        w_q = self.adapter.qk(self.attention, heads, d_head)[0].detach()
+        w_k = self.adapter.qk(self.keys_from, heads, d_head)[1].detach()
         d_qk = w_q.shape[0] // heads  # may differ from the values' d_head (MiMo)
         w_q = w_q.reshape(heads, d_qk, -1).transpose(1, 2)
         w_k = w_k.reshape(-1, d_qk, w_k.shape[-1]).transpose(1, 2)
         return w_q, w_k.repeat_interleave(heads // w_k.shape[0], 0)
 
+    def stream(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The residual stream (B, T, d) within the layer's input."""
+        return hidden if self.adapter.stream is None else self.adapter.stream(self.layer, hidden)
+
+    def gate(self, attention_input: torch.Tensor) -> torch.Tensor | None:
+        """The output gate (B, H, T, d_head) the model multiplies each head's A V by, from the
+        attention module's input; None for a layer without one."""
+        if self.adapter.gate is None:
+            return None
+        return self.adapter.gate(self.attention, attention_input)
+
+
+def _layers(model: torch.nn.Module, adapter: Adapter):
+    """The model's list of layers (Llama 4's causal LM names no base model: its `model`)."""
+    base = model if adapter is TIMM else model.base_model
+    found = _maybe(base, adapter.layers)
+    return _at(base.model, adapter.layers) if found is None and base is model else found
+
+
+def mixing_layers(model: torch.nn.Module) -> dict[int, str]:
+    """The layers whose token mixer is not softmax attention (linear attention, convolution), by
+    index: the name of their mixer. Never read as attention."""
+    adapter = adapter_for(model)
+    found = {}
+    for index, layer in enumerate(_layers(model, adapter)):
+        if _maybe(layer, adapter.attention) is None:
+            found[index] = next(m for m in adapter.mixers if _maybe(layer, m) is not None)
+    return found
+
 
 def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
-    """The attention layers of a model of a supported architecture (`ADAPTERS`, timm ViTs); a
-    UserError naming any other."""
+    """The softmax attention layers of a model of a supported architecture (`ADAPTERS`, timm
+    ViTs), each with its own head count and size; a UserError naming any other, or a layer with
+    neither attention nor another mixer its adapter knows."""
     adapter = adapter_for(model)
-    base = model if adapter is TIMM else model.base_model
-    layers = []
-    for index, layer in enumerate(_at(base, adapter.layers)):
-        attention = _at(layer, adapter.attention)
+    layers: list[AttentionLayer] = []
+    stored: dict[str, torch.nn.Module] = {}  # layer kind -> the last layer keeping its keys
+    for index, layer in enumerate(_layers(model, adapter)):
+        attention = _maybe(layer, adapter.attention)
+        if attention is None:
+            if not any(_maybe(layer, mixer) is not None for mixer in adapter.mixers):
+                raise UserError(
+                    f"{type(model).__name__} (model_type {model.config.model_type!r}): layer "
+                    f"{index} has no attention at {adapter.attention!r} and no other known mixer"
+                )
+            continue
         weight = _at(layer, adapter.out).weight.detach()
         weight = weight if adapter.conv1d else weight.T  # (H d_head, d)
         heads = _heads(model, attention)
@@ -370,7 +474,18 @@ def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
             w_out = w_out * scale.detach().to(torch.float64)
         sinks = _maybe(attention, adapter.sinks)
         sinks = sinks.detach() if isinstance(sinks, torch.Tensor) else None
-        layers.append(AttentionLayer(index, layer, attention, w_out, adapter, sinks))
+        kind = getattr(attention, "layer_type", None)
+        keys_from = None
+        if getattr(attention, "is_kv_shared_layer", False):
+            keys_from = stored.get(kind)
+            if keys_from is None:
+                raise UserError(
+                    f"{type(model).__name__} (model_type {model.config.model_type!r}): layer "
+                    f"{index} reuses keys and values that no earlier {kind} layer computes"
+                )
+        if getattr(attention, "store_full_length_kv", False):
+            stored[kind] = attention
+        layers.append(AttentionLayer(index, layer, attention, w_out, adapter, sinks, keys_from))
     return layers
 
 
