@@ -19,6 +19,7 @@ import pytest
 import torch
 import transformers
 from tiny_models import (
+    LENGTH,
     Unbuildable,
     causal_lm_types,
     image_inputs,
@@ -29,11 +30,18 @@ from tiny_models import (
 )
 
 from sinkscope.errors import UserError
-from sinkscope.models.attention import attention_layers, hooked, positional_scheme
+from sinkscope.models.attention import (
+    attention_layers,
+    hooked,
+    mixing_layers,
+    positional_scheme,
+)
 
 TOLERANCE = 1e-5
 NAMED = ["llama", "gpt_oss", "phi", "phi3", "falcon", "mpt", "opt", "bloom", "gpt2", "gpt_neox",
-         "glm4", "cohere2", "gemma3_text", "qwen3"]  # fmt: skip
+         "glm4", "cohere2", "gemma3_text", "qwen3", "qwen3_next", "qwen3_5", "llama4_text",
+         "gemma3n_text", "gemma4_text", "lfm2_moe", "hunyuan_v1_dense", "dbrx",
+         "nemotron"]  # fmt: skip
 NAMED_VISION = ["vit", "deit", "clip_vision_model", "siglip_vision_model", "dinov2",
                 "dinov2_with_registers"]  # fmt: skip
 
@@ -175,3 +183,57 @@ def test_a_model_that_keeps_its_own_eager_path_is_refused(monkeypatch):
     with refused, hooked(model, lambda module, probs, *rest: probs):
         pass
     assert model.config._attn_implementation == "eager"
+
+
+@pytest.mark.parametrize(
+    ("model_type", "mixers"),
+    [("qwen3_next", {0: "linear_attn"}), ("qwen3_5", {0: "linear_attn"}), ("lfm2_moe", {0: "conv"}),
+     ("llama4_text", {})],
+)  # fmt: skip
+def test_layers_without_softmax_attention_are_listed_apart(model_type, mixers):
+    model = built(tiny_causal_lm, model_type)
+    assert mixing_layers(model) == mixers
+    assert [layer.index for layer in attention_layers(model)] == [
+        i for i in range(model.config.num_hidden_layers) if i not in mixers
+    ]
+
+
+def test_shared_keys_are_read_from_the_layer_that_computes_them():
+    """Gemma 3n: layers 2 and 3 attend to the keys of layers 0 and 1 (sliding, full); their
+    W_K is those layers' k_proj, and a layer whose keys no earlier layer computes is refused."""
+    model = built(tiny_causal_lm, "gemma3n_text")
+    layers = attention_layers(model)
+    assert [layer.keys_from.layer_idx for layer in layers] == [0, 1, 0, 1]
+    for layer in layers[2:]:
+        source = layers[layer.keys_from.layer_idx]
+        assert torch.equal(layer.qk_weights()[1], source.qk_weights()[1])
+        assert not hasattr(layer.attention, "k_proj")
+    layers[0].attention.store_full_length_kv = False
+    layers[2].attention.layer_type = "other"
+    with pytest.raises(UserError, match="'gemma3n_text'.*layer 2 reuses keys"):
+        attention_layers(model)
+
+
+def test_per_layer_head_sizes_are_each_layers_own():
+    """Gemma 4: its global layer has heads twice as wide as its sliding layer."""
+    layers = attention_layers(built(tiny_causal_lm, "gemma4_text"))
+    assert [layer.w_out.shape[:2] for layer in layers] == [(4, 8), (4, 16)]
+    assert [layer.qk_weights()[0].shape[-1] for layer in layers] == [8, 16]
+
+
+def test_chunked_attention_is_in_the_mask_the_hook_sees():
+    """Llama 4 with chunks of 5 tokens: its chunked layer's queries see only their own chunk,
+    its global (NoPE) layer every earlier token."""
+    model = built(tiny_causal_lm, "llama4_text")
+    seen = []
+
+    def keep(module, probs, values, visible, mixed):
+        seen.append(visible[0, 0])
+        return probs
+
+    with torch.no_grad(), hooked(model, keep):
+        model(**text_inputs())
+    causal = torch.ones(LENGTH, LENGTH, dtype=torch.bool).tril()
+    chunk = torch.arange(LENGTH) // model.config.attention_chunk_size
+    assert torch.equal(seen[0], causal & (chunk[:, None] == chunk[None]))
+    assert torch.equal(seen[1], causal)

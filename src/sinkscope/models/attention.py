@@ -228,7 +228,7 @@ class Adapter:
     instead of `attention` are listed by `mixing_layers`, never read as attention. `gate`: the
     attention output gate, where the model multiplies each head's A V by one. `stream`: the
     residual stream within a layer's input (Gemma 3n: the active AltUp prediction). `streaming`:
-    why the streaming evaluation refuses the family (None: it applies)."""
+    why StreamingLLM's cache does not apply to a model of the family (None where it does)."""
 
     family: str
     model_types: tuple[str, ...]
@@ -245,7 +245,7 @@ class Adapter:
     mixers: tuple[str, ...] = ()
     gate: Gate | None = None
     stream: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None
-    streaming: str | None = None
+    streaming: Callable[[torch.nn.Module], str | None] | None = None
 
 
 LLAMA_LIKE = (
@@ -258,16 +258,37 @@ LLAMA_LIKE = (
     "mistral", "mixtral", "nanochat", "olmo", "olmo2", "olmo3", "olmoe", "param2moe", "phimoe",
     "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "sarvam_moe", "seed_oss", "smollm3",
     "solar_open", "stablelm", "starcoder2", "vaultgemma", "nemotron", "ministral", "dots1",
-    "emu3_text_model", "gemma4_text", "gemma4_unified_text",
+    "emu3_text_model",
 )  # fmt: skip
-CHUNKED = (
-    "its chunked-attention layers see only their own chunk, which a sinks + window cache does "
-    "not reproduce"
-)
-RECURRENT = (
-    "its linear-attention (or convolution) layers carry a state the sinks + window cache of "
-    "StreamingLLM does not define"
-)
+
+
+def _chunked(model) -> str | None:
+    types = getattr(model.config, "layer_types", None) or ()
+    if "chunked_attention" in types:
+        return (
+            "its chunked-attention layers see only their own chunk of the text, which a "
+            "sinks + window cache does not reproduce"
+        )
+    return None
+
+
+def _recurrent(model) -> str | None:
+    if mixing_layers(model):
+        return (
+            "its linear-attention or convolution layers carry a state of the whole text, which "
+            "StreamingLLM's sinks + window cache does not define"
+        )
+    return None
+
+
+def _shared_keys(model) -> str | None:
+    if any(layer.keys_from is not layer.attention for layer in attention_layers(model)):
+        return (
+            "its last layers attend to keys and values computed by earlier layers, which a "
+            "cache evicting each layer's tokens on its own does not share"
+        )
+    return None
+
 
 ADAPTERS = (
     Adapter("Llama-like decoders", LLAMA_LIKE, "layers", "self_attn", "self_attn.o_proj",
@@ -275,15 +296,18 @@ ADAPTERS = (
     Adapter("Qwen3-Next and Qwen 3.5 (gated attention beside linear attention)",
             ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"), "layers", "self_attn",
             "self_attn.o_proj", _gated_query, _rope, qk_norm=("q_norm", "k_norm"),
-            mixers=("linear_attn",), gate=_sigmoid_query_gate, streaming=RECURRENT),
+            mixers=("linear_attn",), gate=_sigmoid_query_gate, streaming=_recurrent),
     Adapter("Llama 4 (chunked RoPE layers, NoPE global layers)", ("llama4_text",), "layers",
-            "self_attn", "self_attn.o_proj", _separate(), _complex_rope, streaming=CHUNKED),
+            "self_attn", "self_attn.o_proj", _separate(), _complex_rope, streaming=_chunked),
     Adapter("Gemma 3n (AltUp, keys and values shared across layers)", ("gemma3n_text",),
             "layers", "self_attn", "self_attn.o_proj", _separate(), _rope,
-            qk_norm=("q_norm", "k_norm"), stream=_active_altup),
+            qk_norm=("q_norm", "k_norm"), stream=_active_altup, streaming=_shared_keys),
+    Adapter("Gemma 4 (per-layer head sizes, keys and values shared across layers)",
+            ("gemma4_text", "gemma4_unified_text"), "layers", "self_attn", "self_attn.o_proj",
+            _separate(), _rope, qk_norm=("q_norm", "k_norm"), streaming=_shared_keys),
     Adapter("LFM2 (convolution layers beside attention)", ("lfm2", "lfm2_moe"), "layers",
             "self_attn", "self_attn.out_proj", _separate(), _rope,
-            qk_norm=("q_layernorm", "k_layernorm"), mixers=("conv",), streaming=RECURRENT),
+            qk_norm=("q_layernorm", "k_layernorm"), mixers=("conv",), streaming=_recurrent),
     Adapter("Hunyuan", ("hunyuan_v1_dense", "hunyuan_v1_moe"), "layers", "self_attn",
             "self_attn.o_proj", _separate(), _rope, qk_norm=("query_layernorm", "key_layernorm")),
     Adapter("DBRX", ("dbrx",), "blocks", "norm_attn_norm.attn", "norm_attn_norm.attn.out_proj",
@@ -346,6 +370,13 @@ def adapter_for(model: torch.nn.Module) -> Adapter:
         f"adapter for this architecture and does not read it approximately; supported: "
         f"{supported()}"
     )
+
+
+def streaming_refusal(model: torch.nn.Module) -> str | None:
+    """Why StreamingLLM's sinks + window cache does not apply to this model (chunked
+    attention, recurrent or convolution states, keys shared across layers); None where it does."""
+    adapter = adapter_for(model)
+    return None if adapter.streaming is None else adapter.streaming(model)
 
 
 def positional_scheme(model: torch.nn.Module) -> Positions:
