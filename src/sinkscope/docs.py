@@ -116,20 +116,31 @@ def architectures_line() -> str:
     return f"{ARCHITECTURES_BEGIN}\n{line}\n{ARCHITECTURES_END}\n"
 
 
-ADAPTER_HEADER = "| family | model types | W_O | learned sinks | softmax reached through |"
+ADAPTER_HEADER = (
+    "| family | model types | W_O | learned sinks | softmax reached through | "
+    "layers not read as attention | output gate | streaming |"
+)
 
 
 def adapter_table() -> str:
-    """docs/your-model.md's table of the attention adapters."""
+    """docs/your-model.md's table of the attention adapters: what each reads, which layers it
+    lists apart, and where StreamingLLM's cache is refused."""
     from .models.attention import ADAPTERS, TIMM
 
-    lines = [ADAPTER_HEADER, "|---|---|---|---|---|"]
+    lines = [ADAPTER_HEADER, "|---|---|---|---|---|---|---|---|"]
     for adapter in (*ADAPTERS, TIMM):
         types = ", ".join(f"`{t}`" for t in adapter.model_types) or "(timm models)"
         sinks = f"`{adapter.sinks}`, where present" if adapter.sinks else "none"
         path = "AttentionInterface" if adapter.eager == "interface" else f"own ({adapter.eager})"
         out = f"`{adapter.layers}[i].{adapter.out}`"
-        lines.append(markdown_row(adapter.family, types, out, sinks, path))
+        mixers = ", ".join(f"`{m}`" for m in adapter.mixers) or "none"
+        gate = "per head (`gate_sink_rows`, `gate_other_rows`)" if adapter.gate else "none"
+        streaming = (
+            "refused where " + (adapter.streaming.__doc__ or "").strip()
+            if adapter.streaming
+            else "applies"
+        )
+        lines.append(markdown_row(adapter.family, types, out, sinks, path, mixers, gate, streaming))
     return "\n".join(lines) + "\n"
 
 

@@ -263,6 +263,7 @@ LLAMA_LIKE = (
 
 
 def _chunked(model) -> str | None:
+    """the model has chunked-attention layers (each query sees its own chunk only)"""
     types = getattr(model.config, "layer_types", None) or ()
     if "chunked_attention" in types:
         return (
@@ -273,6 +274,7 @@ def _chunked(model) -> str | None:
 
 
 def _recurrent(model) -> str | None:
+    """the model has linear-attention or convolution layers (a state of the whole text)"""
     if mixing_layers(model):
         return (
             "its linear-attention or convolution layers carry a state of the whole text, which "
@@ -282,6 +284,7 @@ def _recurrent(model) -> str | None:
 
 
 def _shared_keys(model) -> str | None:
+    """layers reuse keys and values an earlier layer computes"""
     if any(layer.keys_from is not layer.attention for layer in attention_layers(model)):
         return (
             "its last layers attend to keys and values computed by earlier layers, which a "
