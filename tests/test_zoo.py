@@ -13,6 +13,7 @@ name most run in the fast tier.
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -20,6 +21,7 @@ import torch
 import transformers
 from tiny_models import (
     LENGTH,
+    Composite,
     Unbuildable,
     causal_lm_types,
     image_inputs,
@@ -29,6 +31,7 @@ from tiny_models import (
     vision_types,
 )
 
+from sinkscope import docs
 from sinkscope.errors import UserError
 from sinkscope.models.attention import (
     attention_layers,
@@ -81,6 +84,38 @@ def exact_or_refused(model: torch.nn.Module, inputs: dict, model_type: str) -> s
         assert w_q.shape == w_k.shape and w_q.shape[:2] == (layer.w_out.shape[0], hidden)
     assert positional_scheme(model).kind
     return "exact"
+
+
+def zoo_record() -> dict:
+    """Per causal-LM and vision type of the registry, what the checks above find: `exact`,
+    `refused`, `not buildable: <reason>` (a tiny model transformers cannot build or run), or
+    `listed apart` (an image-text model, its vision tower being a type of its own)."""
+    record = {"transformers": transformers.__version__}
+    for kind, types, build, inputs in (
+        ("causal_lm", causal_lm_types(), tiny_causal_lm, text_inputs()),
+        ("vision", vision_types(), tiny_vision_model, image_inputs()),
+    ):
+        record[kind] = {}
+        for model_type in types:
+            try:
+                outcome = exact_or_refused(build(model_type), inputs, model_type)
+            except Composite:
+                outcome = "listed apart"
+            except (Unbuildable, pytest.skip.Exception) as reason:
+                outcome = f"not buildable: {str(reason).removeprefix(f'{model_type}: ')}"
+            record[kind][model_type] = outcome
+    return record
+
+
+@pytest.mark.heavy
+def test_the_record_of_the_zoo_is_current(one_thread):
+    """docs/architectures.json (the README's counts) is what the zoo finds now; a stale one is
+    rewritten, and the test fails until it and the README (`python -m sinkscope.docs`) are."""
+    found = json.dumps(zoo_record(), indent=1, sort_keys=True) + "\n"
+    if not docs.ZOO_RECORD.exists() or docs.ZOO_RECORD.read_text() != found:
+        docs.ZOO_RECORD.write_text(found)
+        pytest.fail("docs/architectures.json was stale and is rewritten: run python -m "
+                    "sinkscope.docs and commit both")  # fmt: skip
 
 
 def built(build, model_type: str) -> torch.nn.Module:

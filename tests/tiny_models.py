@@ -77,6 +77,13 @@ FAMILY_SIZES = {
     "Gemma3nVisionConfig": {"architecture": "test_efficientnet"},  # timm's smallest, not 300M
     "Gemma3nAudioConfig": {"conf_num_hidden_layers": 1},
     "Dots1Config": {"n_shared_experts": 1},
+    "ReformerConfig": {  # its causal LM is its decoder; axial positions as wide as the model
+        "is_decoder": True, "axial_pos_embds_dim": [16, 16], "axial_pos_shape": [4, 32],
+    },
+    **{  # windowed vision transformers: two stages of windows of 2 x 2 patches
+        name: {"depths": [1, 1], "num_heads": [2, 4], "embed_dim": 16, "window_size": 2}
+        for name in ("SwinConfig", "Swinv2Config", "DonutSwinConfig", "MaskFormerSwinConfig")
+    },
     "Dots3NoteTextConfig": {  # multi-head latent attention: as many key heads as query heads
         "num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 4,
         "qk_nope_head_dim": 8, "v_head_dim": 8, "index_head_dim": 8, "index_n_heads": 2,
@@ -94,6 +101,10 @@ SINK_LOGIT = 2.0  # learned per-head sink logits are set around this value
 
 class Unbuildable(Exception):
     """transformers cannot build a tiny model of this type from its default config."""
+
+
+class Composite(Unbuildable):
+    """An image-text model: its vision tower is a registry type of its own, built apart."""
 
 
 def causal_lm_types() -> list[str]:
@@ -193,6 +204,13 @@ def _reason(error: BaseException) -> str:
 def _build(model_type: str, mapping: dict, seed: int, overrides: dict) -> torch.nn.Module:
     config = tiny_config(model_type, **overrides)
     name = mapping[model_type]
+    shared, layers = (getattr(config.get_text_config(decoder=True), key, None)
+                      for key in ("num_kv_shared_layers", "num_hidden_layers"))  # fmt: skip
+    if isinstance(shared, int) and isinstance(layers, int) and shared >= layers:
+        raise Unbuildable(
+            f"{model_type}: a drafter, every layer attends to the keys and values of the model "
+            "it drafts for"
+        )
     try:
         cls = getattr(transformers, name if isinstance(name, str) else name[0])
         if not isinstance(config, cls.config_class):  # a composite's text model: its text config
@@ -233,7 +251,7 @@ def tiny_vision_model(model_type: str, seed: int = 0, **overrides) -> torch.nn.M
     """A tiny random vision base model (or backbone) of `model_type` for 16-pixel images; a
     composite (image-text) type is Unbuildable here, its vision tower being a type of its own."""
     if "vision_config" in configuration_auto.CONFIG_MAPPING[model_type].sub_configs:
-        raise Unbuildable(f"{model_type}: composite model, its vision tower is listed apart")
+        raise Composite(f"{model_type}: composite model, its vision tower is listed apart")
     mapping = {**modeling_auto.MODEL_FOR_BACKBONE_MAPPING_NAMES,
                **modeling_auto.MODEL_MAPPING_NAMES}  # fmt: skip
     return _build(model_type, mapping, seed, overrides)
