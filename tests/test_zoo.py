@@ -272,3 +272,11 @@ def test_chunked_attention_is_in_the_mask_the_hook_sees():
     chunk = torch.arange(LENGTH) // model.config.attention_chunk_size
     assert torch.equal(seen[0], causal & (chunk[:, None] == chunk[None]))
     assert torch.equal(seen[1], causal)
+
+
+@pytest.mark.parametrize("model_type", ["qwen4_exp_text", "dots3_note_text"])
+def test_indexed_sparse_attention_is_refused_with_the_reason(model_type):
+    model = built(tiny_causal_lm, model_type)
+    with pytest.raises(UserError, match=f"'{model_type}'.*an indexer picks the keys"):
+        attention_layers(model)
+    assert exact_or_refused(model, text_inputs(), model_type) == "refused"

@@ -352,6 +352,20 @@ TIMM = Adapter("timm ViT", (), "blocks", "attn", "attn.proj", _stacked("qkv"), _
                layer_scale="ls1.gamma", eager="timm")  # fmt: skip
 
 
+# families refused for a reason beyond having no adapter: model type -> why
+SPARSE = (
+    "an indexer picks the keys each query attends to (a top-k), so its probabilities are not a "
+    "softmax over the keys it can see"
+)
+REFUSED = {
+    "qwen4_exp_text": SPARSE,
+    "dots3_note_text": SPARSE,
+    "deepseek_v32": SPARSE,
+    "gemma3n": "an image-audio-text model; its text model (model type 'gemma3n_text') is read",
+    "gemma4": "an image-text model; its text model (model type 'gemma4_text') is read",
+}
+
+
 def supported() -> str:
     """The supported architecture families, for messages (their model types: docs/your-model.md,
     generated from `ADAPTERS`)."""
@@ -368,10 +382,10 @@ def adapter_for(model: torch.nn.Module) -> Adapter:
     for adapter in ADAPTERS:
         if model_type in adapter.model_types:
             return adapter
+    why = REFUSED.get(model_type, "sinkscope has no attention adapter for this architecture")
     raise UserError(
-        f"{type(model).__name__} (model_type {model_type!r}): sinkscope has no attention "
-        f"adapter for this architecture and does not read it approximately; supported: "
-        f"{supported()}"
+        f"{type(model).__name__} (model_type {model_type!r}): {why}, and sinkscope does not "
+        f"read it approximately; supported: {supported()}"
     )
 
 
