@@ -481,3 +481,51 @@ def test_learned_sinks_are_a_value_less_key_of_their_own():
     assert (strong.sink == metrics.LEARNED_SINK).all() and (strong.ratio_out == 0).all()
     assert strong.massive_activation.isna().all() and strong.event_relaxed.all()
     assert (layer[layer["head"] == 1].sink >= 0).all()  # a weak sink logit leaves the tokens
+
+
+def test_token_ranks_equal_the_float64_svds():
+    """The Cholesky certificate skips the SVD only where it would count every distinct token:
+    full-rank tokens, tokens with a massive one, duplicated tokens (independent once distinct),
+    tokens of rank 3, more tokens than dimensions, and tokens so near rank-deficiency that the
+    certificate fails and the SVD decides; each equal to `metrics.rank_share`."""
+    from sinkscope.extract import _certainly_independent, token_ranks
+
+    generator = torch.Generator().manual_seed(0)
+    full = torch.randn(12, 32, generator=generator)
+    massive = full.clone()
+    massive[0] *= 1e3
+    duplicated = full.clone()
+    duplicated[5:8] = full[1]
+    low_rank = torch.randn(12, 3, generator=generator).double()
+    low_rank = low_rank @ torch.randn(3, 32, generator=generator).double()  # float64: rank 3
+    near = full.double().clone()
+    near[11] = near[10] + 1e-7 * torch.randn(32, generator=generator).double()
+    wide = torch.randn(40, 32, generator=generator)
+    cases = {"full": (full, True), "massive": (massive, True), "duplicated": (duplicated, True),
+             "low rank": (low_rank, False), "near": (near, True)}  # fmt: skip
+    for name, (tokens, independent) in cases.items():
+        rank, found = token_ranks(tokens[None])
+        assert rank.tolist() == metrics.rank_share(tokens[None]).tolist(), name
+        assert found.tolist() == [independent], name
+    assert token_ranks(duplicated[None])[0][0] == 9 / 12  # rows 1, 5, 6, 7 alike
+    assert token_ranks(low_rank[None])[0][0] == 3 / 12
+    assert _certainly_independent(full.double()) and not _certainly_independent(near)
+    rank, found = token_ranks(wide[None])
+    assert rank.tolist() == metrics.rank_share(wide[None]).tolist() == [1.0]
+    assert found.tolist() == [False]
+
+
+def test_similarity_after_the_update_is_that_of_the_formed_states():
+    """Token similarity of h + (A V) W_O^h per head, without forming the states, equals it
+    formed, with a massive token and a head whose update cancels one token's state nearly."""
+    from sinkscope.extract import similarity_after_update
+
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(2, 12, 32, generator=generator)
+    hidden[:, 0] *= 100
+    mixed = torch.randn(2, 4, 12, 8, generator=generator)
+    w_out = torch.randn(4, 8, 32, generator=generator).double()
+    mixed[0, 1, 5] = -torch.linalg.lstsq(w_out[1].T.float(), hidden[0, 5, :, None]).solution[:, 0]
+    formed = metrics.token_similarity(hidden[:, None] + mixed @ w_out.float())
+    assert (similarity_after_update(hidden, mixed, w_out) - formed).abs().max() <= 1e-6
+    assert not torch.allclose(formed, metrics.token_similarity(hidden)[:, None], atol=1e-3)

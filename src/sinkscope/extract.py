@@ -68,9 +68,8 @@ class Extractor:
 
     def _layer_stats(self, index: int, hidden: torch.Tensor) -> pd.DataFrame:
         norms = hidden.double().norm(dim=-1)
-        rank = metrics.rank_share(hidden).cpu().numpy()
-        # T <= d tokens of full rank are linearly independent, so in a strict half-space
-        independent = (rank >= 1) & (hidden.shape[-2] <= hidden.shape[-1])
+        rank, independent = token_ranks(hidden)
+        # linearly independent distinct tokens lie in a strict half-space
         half_space = [
             bool(known) or metrics.in_strict_half_space(tokens.double().cpu().numpy())
             for known, tokens in zip(independent, hidden, strict=True)
@@ -121,7 +120,7 @@ class Extractor:
         sigma = metrics.update_singular_values(mixed, layer.root.to(values.device))
         hidden = self._hidden[layer.index]
         before = metrics.token_similarity(hidden)
-        after = metrics.token_similarity(hidden[:, None] + mixed @ w_out.to(mixed.dtype))
+        after = similarity_after_update(hidden, mixed, w_out)
         virtual = sink >= length  # the learned sink: no hidden state of its own
         massive = metrics.massive_activation(hidden.norm(dim=-1), sink.clamp_max(length - 1))
         massive = massive.masked_fill(virtual, float("nan"))
@@ -194,6 +193,64 @@ class Extractor:
             "layer": indices[rows.ravel()], "bin_low": COS_BINS[bins.ravel()],
             "bin_high": COS_BINS[bins.ravel() + 1], "count": self.cos_counts.ravel(),
         })  # fmt: skip
+
+
+def similarity_after_update(
+    hidden: torch.Tensor, mixed: torch.Tensor, w_out: torch.Tensor
+) -> torch.Tensor:
+    """`metrics.token_similarity` of hidden + U per head, U = mixed W_O^h (hidden (B, T, d),
+    mixed = A V (B, H, T, d_head), w_out (H, d_head, d)): (B, H), without forming the (B, H, T, d)
+    states, in the inputs' precision. With x_t = h_t + u_t,
+    |x_t|^2 = |h_t|^2 + 2 m_t . (W h_t) + m_t (W W^T) m_t and
+    sum_t x_t / |x_t| = sum_t h_t / |x_t| + (sum_t m_t / |x_t|) W."""
+    weights = w_out.to(hidden.dtype)
+    projected = torch.einsum("btd,hkd->bhtk", hidden, weights)  # W h_t
+    squared = hidden.pow(2).sum(-1)[:, None] + (
+        (2 * projected + mixed @ (weights @ weights.transpose(-1, -2))) * mixed
+    ).sum(-1)
+    inverse = squared.clamp_min(torch.finfo(hidden.dtype).tiny).rsqrt()  # (B, H, T)
+    total = inverse @ hidden  # sum_t h_t / |x_t|: (B, H, d)
+    total = total + ((inverse[..., None] * mixed).sum(-2)[:, :, None] @ weights).squeeze(-2)
+    length = hidden.shape[-2]
+    return (total.pow(2).sum(-1) - length) / (length * (length - 1))
+
+
+def token_ranks(hidden: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample of hidden (B, T, d): `metrics.rank_share` of its tokens, and whether its
+    distinct tokens are linearly independent. Where the Gram matrix of the distinct tokens
+    (float64), lowered by a bound on the rounding of forming and factoring it, still has a
+    Cholesky factor, they are independent by a margin far above the SVD's tolerance and the
+    float64 SVD of `metrics.rank_share` would count them all: it is skipped. Otherwise (tokens
+    near rank-deficiency, more tokens than dimensions) the SVD is computed."""
+    length, width = hidden.shape[-2:]
+    tokens = hidden.double()
+    distinct = [torch.unique(sample, dim=0) for sample in tokens]
+    counts = [len(points) for points in distinct]
+    if set(counts) == {length} and length <= width:  # no token repeated: all at once
+        certain = _certainly_independent(tokens).tolist()
+    else:
+        certain = [
+            count <= width and bool(_certainly_independent(points))
+            for count, points in zip(counts, distinct, strict=True)
+        ]
+    ranks = [
+        count if known else int(torch.linalg.matrix_rank(sample))
+        for count, known, sample in zip(counts, certain, tokens, strict=True)
+    ]
+    share = torch.tensor(ranks) / min(length, width)  # as `metrics.rank_share` divides
+    return share.numpy(), np.array(ranks) == np.array(counts)
+
+
+def _certainly_independent(points: torch.Tensor) -> torch.Tensor:
+    """Whether the Gram matrix of `points` (..., n, d), n <= d, float64, is positive definite by
+    more than twice the rounding of forming it (d n eps trace) and of its Cholesky
+    (n^2 eps trace): booleans (...)."""
+    count, width = points.shape[-2:]
+    gram = points @ points.transpose(-1, -2)
+    trace = gram.diagonal(dim1=-2, dim2=-1).sum(-1)
+    margin = 2 * (width * count + count**2) * torch.finfo(gram.dtype).eps * trace
+    eye = torch.eye(count, dtype=gram.dtype, device=gram.device)
+    return torch.linalg.cholesky_ex(gram - margin[..., None, None] * eye).info == 0
 
 
 def _gate_by_rows(gate, probs, visible, sink):
