@@ -141,7 +141,7 @@ ADAPTER_HEADER = (
 def adapter_table() -> str:
     """docs/your-model.md's table of the attention adapters: what each reads, which layers it
     lists apart, and where StreamingLLM's cache is refused."""
-    from .models.attention import ADAPTERS, TIMM
+    from .models.families import ADAPTERS, TIMM
 
     lines = [ADAPTER_HEADER, "|---|---|---|---|---|---|---|---|"]
     for adapter in (*ADAPTERS, TIMM):
