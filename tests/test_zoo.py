@@ -25,8 +25,10 @@ from tiny_models import (
     Unbuildable,
     causal_lm_types,
     image_inputs,
+    move_constant_parameters,
     text_inputs,
     tiny_causal_lm,
+    tiny_config,
     tiny_vision_model,
     vision_types,
 )
@@ -280,3 +282,22 @@ def test_indexed_sparse_attention_is_refused_with_the_reason(model_type):
     with pytest.raises(UserError, match=f"'{model_type}'.*an indexer picks the keys"):
         attention_layers(model)
     assert exact_or_refused(model, text_inputs(), model_type) == "refused"
+
+
+def test_gemma4_with_shared_keys_and_wide_global_heads_is_exact():
+    """Gemma 4 with four layers (sliding, global, sliding, global), the global ones twice as
+    wide, the last two reusing the first two's keys and values: exact, each layer with its own
+    head size, its keys read from the layer of its kind that computes them."""
+    config = tiny_config("gemma4_text")
+    config.per_layer_config = None
+    config.num_hidden_layers, config.num_kv_shared_layers = 4, 2
+    config.layer_types = ["sliding_attention", "full_attention"] * 2
+    config.per_layer_config = {1: {"head_dim": 16}, 3: {"head_dim": 16}}
+    torch.manual_seed(0)
+    model = transformers.Gemma4ForCausalLM._from_config(config, attn_implementation="eager")
+    move_constant_parameters(model.eval())
+    assert exact_or_refused(model, text_inputs(), "gemma4_text") == "exact"
+    layers = attention_layers(model)
+    assert [layer.keys_from.layer_idx for layer in layers] == [0, 1, 0, 1]
+    assert [layer.w_out.shape[1] for layer in layers] == [8, 16, 8, 16]
+    assert [layer.qk_weights()[1].shape[-1] for layer in layers] == [8, 16, 8, 16]
