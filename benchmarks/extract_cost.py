@@ -9,12 +9,15 @@ several batches, so `n` should span a few batches).
 Time: over `4 n` windows, batch by batch, an extraction (statistics formed and streamed) and a
 plain forward pass with output_attentions=True on the same batch, alternating, so that both see
 the same machine load; the first batch of each is warm-up. Reported: the median time per
-window of each and the median of the per-batch ratios.
+window of each, the median of the per-batch ratios and the host's load average over the run.
+The model is resources/models/<model> where it is installed; otherwise (a checkout without the
+packaged models) a randomly initialised Llama of SmolLM2-135M's shape stands in.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -35,10 +38,27 @@ from sinkscope.provenance import ParquetStream
 LENGTH, BATCH = 512, 4
 
 
+# SmolLM2-135M's shape, for a checkout without the packaged model
+STAND_IN = {"vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536,
+            "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+            "max_position_embeddings": 2048, "tie_word_embeddings": True}  # fmt: skip
+
+
+def open_model(model_dir: str):
+    """The packaged model and its manifest, or the stand-in Llama (no manifest)."""
+    if Path(model_dir).exists():
+        return load_model(model_dir)
+    import transformers
+
+    config = transformers.LlamaConfig(**STAND_IN)
+    model = transformers.LlamaForCausalLM._from_config(config, attn_implementation="eager")
+    return model.eval(), {}
+
+
 def windows(model_dir: str, n: int):
     """The model and `n` seeded random windows, in batches."""
     torch.manual_seed(0)
-    model, manifest = load_model(model_dir)
+    model, manifest = open_model(model_dir)
     tokens = np.random.default_rng(0).integers(0, model.config.vocab_size, (n, LENGTH))
     table = pd.DataFrame({"sample": np.arange(n), "tokens": list(tokens)})
     return model, list(batches(table, manifest, BATCH, "cpu"))
@@ -82,6 +102,7 @@ def timing(model_dir: str, n: int) -> dict:
     hooked, plain = hooked[1:], plain[1:]
     return {
         "n": n,
+        "load_average_1min": os.getloadavg()[0],
         "s_per_sample": round(statistics.median(hooked), 3),
         "plain_s_per_sample": round(statistics.median(plain), 3),
         "overhead": round(statistics.median(h / p for h, p in zip(hooked, plain, strict=True)), 2),
@@ -100,6 +121,8 @@ def run(kind: str, model_dir: str, n: int) -> str:
 
 def main(model: str, n: int) -> None:
     model_dir = str(Path("resources/models") / model)
+    if not Path(model_dir).exists():
+        print(model, "not installed: a random Llama of SmolLM2-135M's shape stands in")
     for kind in ("memory", "plain-memory"):
         for count in (n, 4 * n):
             print(model, kind, run(kind, model_dir, count))

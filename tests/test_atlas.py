@@ -369,3 +369,38 @@ def test_cli_atlas_shows_the_learned_sinks_of_a_gpt_oss(tmp_path, capsys, one_th
     assert "learned_sink_mass" in model_data["columns"]
     assert set(model_data["sink_labels"]) == {"learned sink logit"}
     assert "learned sink share (value-less)" in text
+
+
+def test_cli_atlas_shows_the_output_gate_of_a_qwen3_next(tmp_path, one_thread):
+    """A tiny Qwen3-Next (a linear-attention layer, then a gated softmax attention layer) whose
+    gate half of the query projection is zero: every gate is sigmoid(0) = 0.5, which the atlas
+    shows per head beside the sink measures; the linear-attention layer has no rows and the
+    page names it."""
+    import transformers
+
+    config = transformers.Qwen3NextConfig(
+        vocab_size=256, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_experts=2,
+        num_experts_per_tok=1, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+        linear_value_head_dim=8, layer_types=["linear_attention", "full_attention"],
+        max_position_embeddings=64,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.Qwen3NextForCausalLM(config)
+    with torch.no_grad():
+        query = model.model.layers[1].self_attn.q_proj.weight.view(4, 2, 8, 32)
+        query[:, 1].zero_()
+    folder = tmp_path / "tiny-qwen3-next"
+    model.save_pretrained(folder)
+    out = tmp_path / "atlas"
+    assert main(["atlas", str(folder), "--out", str(out), "--inputs", "2", "--tokens", "16"]) == 0
+    heads = pd.read_parquet(out / "heads.parquet")
+    assert heads.layer.unique().tolist() == [1]
+    gates = heads[["gate_sink_rows", "gate_other_rows"]].to_numpy()
+    assert np.allclose(gates[np.isfinite(gates)], 0.5) and np.isfinite(gates).any()
+    text = (out / "atlas.html").read_text()
+    data = json.loads(re.search(r'id="atlas-data">(.*?)</script>', text, re.S).group(1))
+    assert {"gate_sink_rows", "gate_other_rows"} <= set(data["models"][0]["columns"])
+    assert "output gate on the queries attending to the sink" in text
+    assert "layers without softmax attention, not read (blank rows): 0 (linear_attn)" in text

@@ -39,13 +39,16 @@ COLUMNS = [
 ]
 
 
-def direct_stats(probs, values, w_out, hidden, visible) -> pd.DataFrame:
-    """The statistics of one layer from explicit tensors, every metric in its plain form."""
+def direct_stats(probs, values, w_out, hidden, visible, gate=None) -> pd.DataFrame:
+    """The statistics of one layer from explicit tensors, every metric in its plain form; `gate`
+    (B, H, T, d_head): the output gate the model multiplies each head's A V by."""
     mass = metrics.column_mass(probs, visible)
     seen = visible.expand(probs.shape).sum(-2) >= visible.shape[-1] / 2  # keys half the queries see
     sink = torch.where(seen, mass, torch.full_like(mass, -1)).argmax(-1)
     outs = values.double() @ w_out.double()
     update = probs.double() @ outs  # U = A (V W_O^h), formed explicitly
+    if gate is not None:  # U = (G * A V) W_O^h
+        update = (gate.double() * (probs.double() @ values.double())) @ w_out.double()
     sigma = metrics.singular_values(update)
     norms = hidden.double().norm(dim=-1)
     columns = {
@@ -103,6 +106,58 @@ def test_grouped_kv_decoder_matches_direct_recomputation():
     assert first.rank_share.tolist() == pytest.approx(rank.tolist())
     half = [metrics.in_strict_half_space(tokens) for tokens in hidden.double().numpy()]
     assert first.half_space.tolist() == half
+
+
+def test_gated_attention_beside_linear_attention_matches_direct_recomputation():
+    """Qwen3-Next: layer 0 is linear attention (no rows), layer 1 softmax attention whose A V
+    the model multiplies by sigmoid(gate) per head and dimension, the gate read from the second
+    half of each head's query projection; the update statistics see the gated output and the
+    gate columns are its mean on the queries attending to the sink and on the others."""
+    from transformers.models.qwen3_next.modeling_qwen3_next import (
+        apply_rotary_pos_emb as qwen_rotary,
+    )
+
+    model = tiny_causal_lm("qwen3_next")
+    ids = torch.randint(0, VOCAB, (2, 12))
+    heads, layers = Extractor(model).run({"input_ids": ids}, np.array([0, 1]))
+    assert sorted(set(heads.layer)) == sorted(set(layers.layer)) == [1]
+    with torch.no_grad():
+        hidden = model.base_model(ids, output_hidden_states=True).hidden_states[1]
+        layer = model.base_model.layers[1]
+        attn = layer.self_attn
+        x = layer.input_layernorm(hidden)
+        q, gate = attn.q_proj(x).view(2, 12, -1, 2 * attn.head_dim).chunk(2, dim=-1)
+        q = attn.q_norm(q).transpose(1, 2)
+        k = attn.k_norm(attn.k_proj(x).view(2, 12, -1, attn.head_dim)).transpose(1, 2)
+        v = attn.v_proj(x).view(2, 12, -1, attn.head_dim).transpose(1, 2)
+        cos, sin = model.base_model.rotary_emb(x, torch.arange(12)[None].expand(2, -1))
+        q, k = qwen_rotary(q, k, cos, sin)
+        k, v = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
+        visible = metrics.causal_mask(12)
+        scores = (q @ k.transpose(-1, -2)) * attn.scaling
+        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        w_out = attn.o_proj.weight.T.reshape(4, attn.head_dim, 32)
+        gate = torch.sigmoid(gate).transpose(1, 2)
+        direct = direct_stats(probs, v, w_out, hidden, visible, gate)
+        ungated = direct_stats(probs, v, w_out, hidden, visible)
+    compare(heads.reset_index(drop=True), direct)
+    with pytest.raises(AssertionError, match="srank"):
+        compare(heads.reset_index(drop=True), ungated)
+    sink = torch.tensor(heads.sink.to_numpy()).reshape(2, 4)
+    on_sink = metrics.sink_weights(probs, sink) >= metrics.RELAXED_WEIGHT
+    per_query = gate.mean(-1).double()
+    want = [(per_query[b, h][on_sink[b, h]].mean(), per_query[b, h][~on_sink[b, h]].mean())
+            for b in range(2) for h in range(4)]  # fmt: skip
+    got = heads[["gate_sink_rows", "gate_other_rows"]].to_numpy()
+    assert np.allclose(got, np.array(want, dtype=float), atol=1e-6, equal_nan=True)
+    assert np.isfinite(heads.gate_other_rows).all()
+
+
+def test_ungated_models_have_no_gate_value():
+    heads, _ = Extractor(tiny_causal_lm("llama")).run(
+        {"input_ids": torch.randint(0, VOCAB, (1, 12))}, np.array([0])
+    )
+    assert heads.gate_sink_rows.isna().all() and heads.gate_other_rows.isna().all()
 
 
 def test_gpt_neox_packed_heads_match_direct_recomputation():
@@ -426,3 +481,51 @@ def test_learned_sinks_are_a_value_less_key_of_their_own():
     assert (strong.sink == metrics.LEARNED_SINK).all() and (strong.ratio_out == 0).all()
     assert strong.massive_activation.isna().all() and strong.event_relaxed.all()
     assert (layer[layer["head"] == 1].sink >= 0).all()  # a weak sink logit leaves the tokens
+
+
+def test_token_ranks_equal_the_float64_svds():
+    """The Cholesky certificate skips the SVD only where it would count every distinct token:
+    full-rank tokens, tokens with a massive one, duplicated tokens (independent once distinct),
+    tokens of rank 3, more tokens than dimensions, and tokens so near rank-deficiency that the
+    certificate fails and the SVD decides; each equal to `metrics.rank_share`."""
+    from sinkscope.extract import _certainly_independent, token_ranks
+
+    generator = torch.Generator().manual_seed(0)
+    full = torch.randn(12, 32, generator=generator)
+    massive = full.clone()
+    massive[0] *= 1e3
+    duplicated = full.clone()
+    duplicated[5:8] = full[1]
+    low_rank = torch.randn(12, 3, generator=generator).double()
+    low_rank = low_rank @ torch.randn(3, 32, generator=generator).double()  # float64: rank 3
+    near = full.double().clone()
+    near[11] = near[10] + 1e-7 * torch.randn(32, generator=generator).double()
+    wide = torch.randn(40, 32, generator=generator)
+    cases = {"full": (full, True), "massive": (massive, True), "duplicated": (duplicated, True),
+             "low rank": (low_rank, False), "near": (near, True)}  # fmt: skip
+    for name, (tokens, independent) in cases.items():
+        rank, found = token_ranks(tokens[None])
+        assert rank.tolist() == metrics.rank_share(tokens[None]).tolist(), name
+        assert found.tolist() == [independent], name
+    assert token_ranks(duplicated[None])[0][0] == 9 / 12  # rows 1, 5, 6, 7 alike
+    assert token_ranks(low_rank[None])[0][0] == 3 / 12
+    assert _certainly_independent(full.double()) and not _certainly_independent(near)
+    rank, found = token_ranks(wide[None])
+    assert rank.tolist() == metrics.rank_share(wide[None]).tolist() == [1.0]
+    assert found.tolist() == [False]
+
+
+def test_similarity_after_the_update_is_that_of_the_formed_states():
+    """Token similarity of h + (A V) W_O^h per head, without forming the states, equals it
+    formed, with a massive token and a head whose update cancels one token's state nearly."""
+    from sinkscope.extract import similarity_after_update
+
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(2, 12, 32, generator=generator)
+    hidden[:, 0] *= 100
+    mixed = torch.randn(2, 4, 12, 8, generator=generator)
+    w_out = torch.randn(4, 8, 32, generator=generator).double()
+    mixed[0, 1, 5] = -torch.linalg.lstsq(w_out[1].T.float(), hidden[0, 5, :, None]).solution[:, 0]
+    formed = metrics.token_similarity(hidden[:, None] + mixed @ w_out.float())
+    assert (similarity_after_update(hidden, mixed, w_out) - formed).abs().max() <= 1e-6
+    assert not torch.allclose(formed, metrics.token_similarity(hidden)[:, None], atol=1e-3)

@@ -13,27 +13,40 @@ name most run in the fast tier.
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
 import torch
 import transformers
 from tiny_models import (
+    LENGTH,
+    Composite,
     Unbuildable,
     causal_lm_types,
     image_inputs,
+    move_constant_parameters,
     text_inputs,
     tiny_causal_lm,
+    tiny_config,
     tiny_vision_model,
     vision_types,
 )
 
+from sinkscope import docs
 from sinkscope.errors import UserError
-from sinkscope.models.attention import attention_layers, hooked, positional_scheme
+from sinkscope.models.attention import (
+    attention_layers,
+    hooked,
+    mixing_layers,
+    positional_scheme,
+)
 
 TOLERANCE = 1e-5
 NAMED = ["llama", "gpt_oss", "phi", "phi3", "falcon", "mpt", "opt", "bloom", "gpt2", "gpt_neox",
-         "glm4", "cohere2", "gemma3_text", "qwen3"]  # fmt: skip
+         "glm4", "cohere2", "gemma3_text", "qwen3", "qwen3_next", "qwen3_5", "llama4_text",
+         "gemma3n_text", "gemma4_text", "lfm2_moe", "hunyuan_v1_dense", "dbrx",
+         "nemotron"]  # fmt: skip
 NAMED_VISION = ["vit", "deit", "clip_vision_model", "siglip_vision_model", "dinov2",
                 "dinov2_with_registers"]  # fmt: skip
 
@@ -73,6 +86,38 @@ def exact_or_refused(model: torch.nn.Module, inputs: dict, model_type: str) -> s
         assert w_q.shape == w_k.shape and w_q.shape[:2] == (layer.w_out.shape[0], hidden)
     assert positional_scheme(model).kind
     return "exact"
+
+
+def zoo_record() -> dict:
+    """Per causal-LM and vision type of the registry, what the checks above find: `exact`,
+    `refused`, `not buildable: <reason>` (a tiny model transformers cannot build or run), or
+    `listed apart` (an image-text model, its vision tower being a type of its own)."""
+    record = {"transformers": transformers.__version__}
+    for kind, types, build, inputs in (
+        ("causal_lm", causal_lm_types(), tiny_causal_lm, text_inputs()),
+        ("vision", vision_types(), tiny_vision_model, image_inputs()),
+    ):
+        record[kind] = {}
+        for model_type in types:
+            try:
+                outcome = exact_or_refused(build(model_type), inputs, model_type)
+            except Composite:
+                outcome = "listed apart"
+            except (Unbuildable, pytest.skip.Exception) as reason:
+                outcome = f"not buildable: {str(reason).removeprefix(f'{model_type}: ')}"
+            record[kind][model_type] = outcome
+    return record
+
+
+@pytest.mark.heavy
+def test_the_record_of_the_zoo_is_current(one_thread):
+    """docs/architectures.json (the README's counts) is what the zoo finds now; a stale one is
+    rewritten, and the test fails until it and the README (`python -m sinkscope.docs`) are."""
+    found = json.dumps(zoo_record(), indent=1, sort_keys=True) + "\n"
+    if not docs.ZOO_RECORD.exists() or docs.ZOO_RECORD.read_text() != found:
+        docs.ZOO_RECORD.write_text(found)
+        pytest.fail("docs/architectures.json was stale and is rewritten: run python -m "
+                    "sinkscope.docs and commit both")  # fmt: skip
 
 
 def built(build, model_type: str) -> torch.nn.Module:
@@ -175,3 +220,84 @@ def test_a_model_that_keeps_its_own_eager_path_is_refused(monkeypatch):
     with refused, hooked(model, lambda module, probs, *rest: probs):
         pass
     assert model.config._attn_implementation == "eager"
+
+
+@pytest.mark.parametrize(
+    ("model_type", "mixers"),
+    [("qwen3_next", {0: "linear_attn"}), ("qwen3_5", {0: "linear_attn"}), ("lfm2_moe", {0: "conv"}),
+     ("llama4_text", {})],
+)  # fmt: skip
+def test_layers_without_softmax_attention_are_listed_apart(model_type, mixers):
+    model = built(tiny_causal_lm, model_type)
+    assert mixing_layers(model) == mixers
+    assert [layer.index for layer in attention_layers(model)] == [
+        i for i in range(model.config.num_hidden_layers) if i not in mixers
+    ]
+
+
+def test_shared_keys_are_read_from_the_layer_that_computes_them():
+    """Gemma 3n: layers 2 and 3 attend to the keys of layers 0 and 1 (sliding, full); their
+    W_K is those layers' k_proj, and a layer whose keys no earlier layer computes is refused."""
+    model = built(tiny_causal_lm, "gemma3n_text")
+    layers = attention_layers(model)
+    assert [layer.keys_from.layer_idx for layer in layers] == [0, 1, 0, 1]
+    for layer in layers[2:]:
+        source = layers[layer.keys_from.layer_idx]
+        assert torch.equal(layer.qk_weights()[1], source.qk_weights()[1])
+        assert not hasattr(layer.attention, "k_proj")
+    layers[0].attention.store_full_length_kv = False
+    layers[2].attention.layer_type = "other"
+    with pytest.raises(UserError, match="'gemma3n_text'.*layer 2 reuses keys"):
+        attention_layers(model)
+
+
+def test_per_layer_head_sizes_are_each_layers_own():
+    """Gemma 4: its global layer has heads twice as wide as its sliding layer."""
+    layers = attention_layers(built(tiny_causal_lm, "gemma4_text"))
+    assert [layer.w_out.shape[:2] for layer in layers] == [(4, 8), (4, 16)]
+    assert [layer.qk_weights()[0].shape[-1] for layer in layers] == [8, 16]
+
+
+def test_chunked_attention_is_in_the_mask_the_hook_sees():
+    """Llama 4 with chunks of 5 tokens: its chunked layer's queries see only their own chunk,
+    its global (NoPE) layer every earlier token."""
+    model = built(tiny_causal_lm, "llama4_text")
+    seen = []
+
+    def keep(module, probs, values, visible, mixed):
+        seen.append(visible[0, 0])
+        return probs
+
+    with torch.no_grad(), hooked(model, keep):
+        model(**text_inputs())
+    causal = torch.ones(LENGTH, LENGTH, dtype=torch.bool).tril()
+    chunk = torch.arange(LENGTH) // model.config.attention_chunk_size
+    assert torch.equal(seen[0], causal & (chunk[:, None] == chunk[None]))
+    assert torch.equal(seen[1], causal)
+
+
+@pytest.mark.parametrize("model_type", ["qwen4_exp_text", "dots3_note_text"])
+def test_indexed_sparse_attention_is_refused_with_the_reason(model_type):
+    model = built(tiny_causal_lm, model_type)
+    with pytest.raises(UserError, match=f"'{model_type}'.*an indexer picks the keys"):
+        attention_layers(model)
+    assert exact_or_refused(model, text_inputs(), model_type) == "refused"
+
+
+def test_gemma4_with_shared_keys_and_wide_global_heads_is_exact():
+    """Gemma 4 with four layers (sliding, global, sliding, global), the global ones twice as
+    wide, the last two reusing the first two's keys and values: exact, each layer with its own
+    head size, its keys read from the layer of its kind that computes them."""
+    config = tiny_config("gemma4_text")
+    config.per_layer_config = None
+    config.num_hidden_layers, config.num_kv_shared_layers = 4, 2
+    config.layer_types = ["sliding_attention", "full_attention"] * 2
+    config.per_layer_config = {1: {"head_dim": 16}, 3: {"head_dim": 16}}
+    torch.manual_seed(0)
+    model = transformers.Gemma4ForCausalLM._from_config(config, attn_implementation="eager")
+    move_constant_parameters(model.eval())
+    assert exact_or_refused(model, text_inputs(), "gemma4_text") == "exact"
+    layers = attention_layers(model)
+    assert [layer.keys_from.layer_idx for layer in layers] == [0, 1, 0, 1]
+    assert [layer.w_out.shape[1] for layer in layers] == [8, 16, 8, 16]
+    assert [layer.qk_weights()[1].shape[-1] for layer in layers] == [8, 16, 8, 16]

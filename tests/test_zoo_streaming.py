@@ -98,3 +98,21 @@ def test_alibi_of_a_family_without_its_builder_is_refused():
     model = transformers.FalconForCausalLM._from_config(config, attn_implementation="eager")
     with pytest.raises(UserError, match="'falcon'.*ALiBi.*supports ALiBi on mpt, bloom"):
         nll_fast(model.eval(), tiny_models.text_inputs(1, 8)["input_ids"][0], parse("1+3"))
+
+
+@pytest.mark.parametrize(
+    ("model_type", "reason"),
+    [("qwen3_next", "linear-attention or convolution layers"), ("lfm2_moe", "convolution"),
+     ("llama4_text", "chunked-attention layers"), ("gemma3n_text", "computed by earlier layers")],
+)  # fmt: skip
+def test_hybrid_chunked_and_shared_key_families_are_refused_with_the_reason(model_type, reason):
+    model = tiny_models.tiny_causal_lm(model_type)
+    ids = tiny_models.text_inputs(1, 8)["input_ids"][0]
+    with pytest.raises(UserError, match=f"'{model_type}'.*{reason}"):
+        nll_fast(model, ids, parse("1+3"))
+
+
+def test_a_model_of_a_hybrid_family_with_attention_only_still_streams():
+    """LFM2 with every layer attention (its default): the refusal is for its convolution
+    layers, not for its family."""
+    assert streams_exactly_or_is_refused("lfm2") == "exact"

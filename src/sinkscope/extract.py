@@ -8,7 +8,10 @@ projection and the probabilities after its softmax. The extractor reduces them a
 per-(sample, layer, head) statistics (shared definitions in `sinkscope.metrics`), and the hidden
 state entering each layer to per-(sample, layer) statistics; only a few cropped attention maps
 are kept, for figures. Nothing of size T x T survives a batch, so memory does not grow with the
-number of samples.
+number of samples. Only softmax attention layers are read (`attention_layers`); a hybrid model's
+linear-attention or convolution layers have no rows. Where the model gates each head's A V
+(Qwen3-Next, Qwen 3.5), the update statistics see the gated output, as the model adds it, and
+each head gets its mean gate on the queries that attend to its sink and on the others.
 """
 
 from __future__ import annotations
@@ -41,32 +44,39 @@ class Extractor:
         self.by_module = {id(layer.attention): layer for layer in self.layers}
         self.map_tokens, self.map_samples = map_tokens, map_samples
         self.cos_counts = np.zeros((len(self.layers), len(COS_BINS) - 1), dtype=np.int64)
+        self.row = {layer.index: row for row, layer in enumerate(self.layers)}  # of cos_counts
         self.maps: list[dict] = []
         self._hidden: dict[int, torch.Tensor] = {}
+        self._gates: dict[int, torch.Tensor] = {}
         self._heads: list[pd.DataFrame] = []
         self._layer_rows: list[pd.DataFrame] = []
 
     def _layer_input(self, layer: AttentionLayer) -> Callable:
         def pre_hook(module, args, kwargs):
-            hidden = args[0] if args else kwargs["hidden_states"]
+            hidden = layer.stream(args[0] if args else kwargs["hidden_states"])
             hidden = hidden.detach().to(torch.promote_types(hidden.dtype, torch.float32))
             self._hidden[layer.index] = hidden
             self._layer_rows.append(self._layer_stats(layer.index, hidden))
 
         return pre_hook
 
+    def _attention_input(self, layer: AttentionLayer) -> Callable:
+        def pre_hook(module, args, kwargs):
+            self._gates[layer.index] = layer.gate(args[0] if args else kwargs["hidden_states"])
+
+        return pre_hook
+
     def _layer_stats(self, index: int, hidden: torch.Tensor) -> pd.DataFrame:
         norms = hidden.double().norm(dim=-1)
-        rank = metrics.rank_share(hidden).cpu().numpy()
-        # T <= d tokens of full rank are linearly independent, so in a strict half-space
-        independent = (rank >= 1) & (hidden.shape[-2] <= hidden.shape[-1])
+        rank, independent = token_ranks(hidden)
+        # linearly independent distinct tokens lie in a strict half-space
         half_space = [
             bool(known) or metrics.in_strict_half_space(tokens.double().cpu().numpy())
             for known, tokens in zip(independent, hidden, strict=True)
         ]
         first = torch.zeros(hidden.shape[0], dtype=torch.long, device=hidden.device)
         cos = metrics.cosine_to(hidden, first)[:, 1:].cpu().numpy()
-        self.cos_counts[index] += np.histogram(cos.clip(-1, 1), COS_BINS)[0]
+        self.cos_counts[self.row[index]] += np.histogram(cos.clip(-1, 1), COS_BINS)[0]
         return pd.DataFrame({
             "sample": self._samples, "layer": index,
             "token_similarity": metrics.token_similarity(hidden).cpu().numpy(),
@@ -102,11 +112,15 @@ class Extractor:
         mass = metrics.column_mass(probs, visible)
         sink = metrics.dominant_key(probs, visible, mass)
         events = metrics.sink_events(probs, visible, sink)
+        gate = self._gates.pop(layer.index, None)
+        gate_sink, gate_other = _gate_by_rows(gate, probs, visible, sink)
+        if gate is not None:  # the update the model adds: each head's A V times its gate
+            mixed = mixed * gate.to(mixed.dtype)
         w_out = layer.w_out.to(values.device)
         sigma = metrics.update_singular_values(mixed, layer.root.to(values.device))
         hidden = self._hidden[layer.index]
         before = metrics.token_similarity(hidden)
-        after = metrics.token_similarity(hidden[:, None] + mixed @ w_out.to(mixed.dtype))
+        after = similarity_after_update(hidden, mixed, w_out)
         virtual = sink >= length  # the learned sink: no hidden state of its own
         massive = metrics.massive_activation(hidden.norm(dim=-1), sink.clamp_max(length - 1))
         massive = massive.masked_fill(virtual, float("nan"))
@@ -128,6 +142,7 @@ class Extractor:
                 torch.full_like(mass[..., 0], float("nan")) if learned is None
                 else learned.mean(-1)
             ),
+            "gate_sink_rows": gate_sink, "gate_other_rows": gate_other,
         }  # fmt: skip
         frame = {"sample": np.repeat(self._samples, heads), "layer": layer.index,
                  "head": np.tile(np.arange(heads), batch)}  # fmt: skip
@@ -151,6 +166,13 @@ class Extractor:
             layer.layer.register_forward_pre_hook(self._layer_input(layer), with_kwargs=True)
             for layer in self.layers
         ]
+        handles += [
+            layer.attention.register_forward_pre_hook(
+                self._attention_input(layer), with_kwargs=True
+            )
+            for layer in self.layers
+            if layer.adapter.gate is not None
+        ]
         try:
             with hooked(self.model, self._attention_hook):
                 forward(self.model, inputs)
@@ -159,17 +181,96 @@ class Extractor:
                 handle.remove()
         heads = pd.concat(self._heads, ignore_index=True)
         layers = pd.concat(self._layer_rows, ignore_index=True)
-        self._heads, self._layer_rows, self._hidden = [], [], {}
+        self._heads, self._layer_rows, self._hidden, self._gates = [], [], {}, {}
         return heads, layers
 
     def cosine_histogram(self) -> pd.DataFrame:
         """Counts of cos(h_first, h_t), t > 0, per layer, over all samples so far."""
-        layers, bins = np.meshgrid(np.arange(len(self.layers)), np.arange(len(COS_BINS) - 1),
-                                   indexing="ij")  # fmt: skip
+        rows, bins = np.meshgrid(np.arange(len(self.layers)), np.arange(len(COS_BINS) - 1),
+                                 indexing="ij")  # fmt: skip
+        indices = np.array([layer.index for layer in self.layers])
         return pd.DataFrame({
-            "layer": layers.ravel(), "bin_low": COS_BINS[bins.ravel()],
+            "layer": indices[rows.ravel()], "bin_low": COS_BINS[bins.ravel()],
             "bin_high": COS_BINS[bins.ravel() + 1], "count": self.cos_counts.ravel(),
         })  # fmt: skip
+
+
+def similarity_after_update(
+    hidden: torch.Tensor, mixed: torch.Tensor, w_out: torch.Tensor
+) -> torch.Tensor:
+    """`metrics.token_similarity` of hidden + U per head, U = mixed W_O^h (hidden (B, T, d),
+    mixed = A V (B, H, T, d_head), w_out (H, d_head, d)): (B, H), without forming the (B, H, T, d)
+    states, in the inputs' precision. With x_t = h_t + u_t,
+    |x_t|^2 = |h_t|^2 + 2 m_t . (W h_t) + m_t (W W^T) m_t and
+    sum_t x_t / |x_t| = sum_t h_t / |x_t| + (sum_t m_t / |x_t|) W."""
+    weights = w_out.to(hidden.dtype)
+    projected = torch.einsum("btd,hkd->bhtk", hidden, weights)  # W h_t
+    squared = hidden.pow(2).sum(-1)[:, None] + (
+        (2 * projected + mixed @ (weights @ weights.transpose(-1, -2))) * mixed
+    ).sum(-1)
+    inverse = squared.clamp_min(torch.finfo(hidden.dtype).tiny).rsqrt()  # (B, H, T)
+    total = inverse @ hidden  # sum_t h_t / |x_t|: (B, H, d)
+    total = total + ((inverse[..., None] * mixed).sum(-2)[:, :, None] @ weights).squeeze(-2)
+    length = hidden.shape[-2]
+    return (total.pow(2).sum(-1) - length) / (length * (length - 1))
+
+
+def token_ranks(hidden: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample of hidden (B, T, d): `metrics.rank_share` of its tokens, and whether its
+    distinct tokens are linearly independent. Where the Gram matrix of the distinct tokens
+    (float64), lowered by a bound on the rounding of forming and factoring it, still has a
+    Cholesky factor, they are independent by a margin far above the SVD's tolerance and the
+    float64 SVD of `metrics.rank_share` would count them all: it is skipped. Otherwise (tokens
+    near rank-deficiency, more tokens than dimensions) the SVD is computed."""
+    length, width = hidden.shape[-2:]
+    tokens = hidden.double()
+    distinct = [torch.unique(sample, dim=0) for sample in tokens]
+    counts = [len(points) for points in distinct]
+    if set(counts) == {length} and length <= width:  # no token repeated: all at once
+        certain = _certainly_independent(tokens).tolist()
+    else:
+        certain = [
+            count <= width and bool(_certainly_independent(points))
+            for count, points in zip(counts, distinct, strict=True)
+        ]
+    ranks = [
+        count if known else int(torch.linalg.matrix_rank(sample))
+        for count, known, sample in zip(counts, certain, tokens, strict=True)
+    ]
+    share = torch.tensor(ranks) / min(length, width)  # as `metrics.rank_share` divides
+    return share.numpy(), np.array(ranks) == np.array(counts)
+
+
+def _certainly_independent(points: torch.Tensor) -> torch.Tensor:
+    """Whether the Gram matrix of `points` (..., n, d), n <= d, float64, is positive definite by
+    more than twice the rounding of forming it (d n eps trace) and of its Cholesky
+    (n^2 eps trace): booleans (...)."""
+    count, width = points.shape[-2:]
+    gram = points @ points.transpose(-1, -2)
+    trace = gram.diagonal(dim1=-2, dim2=-1).sum(-1)
+    margin = 2 * (width * count + count**2) * torch.finfo(gram.dtype).eps * trace
+    eye = torch.eye(count, dtype=gram.dtype, device=gram.device)
+    return torch.linalg.cholesky_ex(gram - margin[..., None, None] * eye).info == 0
+
+
+def _gate_by_rows(gate, probs, visible, sink):
+    """Per (sample, head), the mean output gate on the queries that attend to the sink (that see
+    it and give it at least `metrics.RELAXED_WEIGHT`, as a sink event counts them) and on the
+    other queries; NaN without a gate, or where a set of queries is empty."""
+    nan = torch.full(probs.shape[:2], float("nan"), dtype=probs.dtype, device=probs.device)
+    if gate is None:
+        return nan, nan
+    per_query = gate.to(probs.dtype).mean(-1)  # (B, H, T)
+    weights = metrics.sink_weights(probs, sink)  # (B, H, T)
+    sees = visible.expand(probs.shape).gather(
+        -1, sink[..., None, None].expand(*probs.shape[:-1], 1)
+    )
+    on_sink = (weights >= metrics.RELAXED_WEIGHT) & sees.squeeze(-1)
+
+    def mean(rows):
+        return (per_query * rows).sum(-1) / rows.sum(-1).to(probs.dtype)
+
+    return mean(on_sink), mean(~on_sink)
 
 
 def extract(

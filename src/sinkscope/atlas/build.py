@@ -152,6 +152,7 @@ def extract_atlas(
     """Run the extraction of `opened` on `inputs` (its tables under `folder/extract/`, maps of
     every head of the first input), write the atlas tables under `folder`, return the atlas."""
     from ..extract import extract  # here, not at the top: the pipeline's pages need no torch
+    from ..models.attention import mixing_layers
 
     stream = {name: ParquetStream(folder / "extract" / f"{name}.parquet")
               for name in ("heads", "layers")}  # fmt: skip
@@ -182,6 +183,10 @@ def extract_atlas(
         layout = image_tokens(opened.model, opened.preprocessing["image_size"])
     architecture = opened.record.get("architecture") or type(opened.model).__name__
     description = f"{architecture}; {inputs.description}; maps: the first input"
+    others = mixing_layers(opened.model) if opened.modality == "text" else {}
+    if others:
+        listed = ", ".join(f"{layer} ({mixer})" for layer, mixer in others.items())
+        description += f"; layers without softmax attention, not read (blank rows): {listed}"
     atlas = model_atlas(opened.name, description, extraction, inputs.table, layout)
     write_tables(atlas, folder, recorder.record())
     return atlas

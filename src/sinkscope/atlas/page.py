@@ -57,7 +57,9 @@ class ModelAtlas:
 
 
 def _grid(table: pd.DataFrame, column: str) -> np.ndarray:
-    values = table.pivot(index="layer", columns="head", values=column).to_numpy(dtype=float)
+    """Layer x head values of `column`; a layer without softmax attention is a blank row."""
+    grid = table.pivot(index="layer", columns="head", values=column)
+    values = grid.reindex(range(int(table.layer.max()) + 1)).to_numpy(dtype=float)
     return np.log10(np.clip(values, 1e-12, None)) if column in LOG_MEASURES else values
 
 

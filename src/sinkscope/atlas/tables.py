@@ -29,7 +29,10 @@ HEAD_MEASURES = {
     "delta_similarity": "change of token similarity",
     "entropy": "attention entropy (nats)",
     "learned_sink_mass": "learned sink share (value-less)",
+    "gate_sink_rows": "output gate on the queries attending to the sink",
+    "gate_other_rows": "output gate on the other queries",
 }
+OPTIONAL = ["learned_sink_mass", "gate_sink_rows", "gate_other_rows"]  # NaN where a model has none
 MEDIANS = ["sink_mass", "ratio_head", "ratio_out", "srank", "massive_activation"]
 MEANS = ["entropy", "delta_similarity"]
 LOCATIONS = diagnostics.LOCATIONS
@@ -38,7 +41,8 @@ LOCATIONS = diagnostics.LOCATIONS
 def head_table(heads: pd.DataFrame, registers: int = 0) -> pd.DataFrame:
     """One row per (layer, head): first-token share and sink rate, % of inputs with each kind of
     sink event and class, medians of the value-norm ratios, stable rank and massive activation,
-    means of the entropy and similarity change, the most frequent sink position and the most
+    means of the entropy, the similarity change, the learned sink share and the output gate
+    (where the model has them), the most frequent sink position and the most
     frequent place of its sink events (first token, register or other; a model's `registers`
     follow its first token)."""
     keys = ["layer", "head"]
@@ -52,7 +56,7 @@ def head_table(heads: pd.DataFrame, registers: int = 0) -> pd.DataFrame:
             diagnostics.first_token_share(heads).set_index(keys),
             diagnostics.head_specialization(heads).set_index(keys),
             grouped[MEDIANS].median(),
-            grouped[[c for c in [*MEANS, "learned_sink_mass"] if c in heads]].mean(),
+            grouped[[c for c in [*MEANS, *OPTIONAL] if c in heads]].mean(),
             grouped["sink"].agg(lambda s: s.mode().iloc[0]).rename("sink_position"),
         ],
         axis=1,
@@ -68,9 +72,10 @@ def head_table(heads: pd.DataFrame, registers: int = 0) -> pd.DataFrame:
     order = ["first_share", "sink_rate", "pct_relaxed", *strict, "pct_nop", "pct_broadcast",
              "sink_class", "sink_position", "sink_location", "sink_mass", "ratio_out",
              "ratio_head", "srank", "massive_activation", "delta_similarity",
-             "entropy", "learned_sink_mass"]  # fmt: skip
-    if "learned_sink_mass" not in table or table.learned_sink_mass.isna().all():
-        order.remove("learned_sink_mass")  # a model without learned sink logits
+             "entropy", *OPTIONAL]  # fmt: skip
+    for column in OPTIONAL:  # a model without learned sink logits, without an output gate
+        if column not in table or table[column].isna().all():
+            order.remove(column)
     return table[order].reset_index()
 
 

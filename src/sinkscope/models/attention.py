@@ -5,23 +5,32 @@ output is formed (a returned tensor replaces the probabilities), `forward(model,
 its body. transformers models use the `sinkscope` attention implementation (registered in
 transformers' AttentionInterface), which finds the hook on the attention module it is called
 for; a timm ViT runs its own eager path with module hooks on its qkv projection and after its
-softmax. No state outside the hooked model: several models can run hooked at once.
+softmax. No state outside the hooked model: several models can run hooked at once. Where each
+family keeps these: its adapter (`models.families`); a hybrid model's linear-attention or
+convolution layers are listed by `mixing_layers`, never read as attention.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import reduce
 from types import MethodType
 
 import torch
 
 from .. import metrics
 from ..errors import UserError
+from .families import (  # noqa: F401 - Positions: read by callers here
+    ADAPTERS,
+    REFUSED,
+    TIMM,
+    Adapter,
+    Positions,
+    _at,
+    _maybe,
+)
 
 IMPLEMENTATION = "sinkscope"
 
@@ -93,175 +102,6 @@ def _visibility(attention_mask: torch.Tensor | None, probs: torch.Tensor) -> tor
     return mask > torch.finfo(mask.dtype).min / 2
 
 
-POSITION_KINDS = ("rope", "rope-interleaved", "alibi", "learned", "none")
-
-
-@dataclass(frozen=True)
-class Positions:
-    """How a model encodes positions. `kind`: one of POSITION_KINDS (`rope`: rotate-half RoPE,
-    `rope-interleaved`: RoPE on interleaved pairs, as GLM and Cohere; `alibi`: a linear bias per
-    head; `learned`: absolute position embeddings added to the input; `none`).
-    `rotary_fraction`: the share of each head's dimensions RoPE rotates (1 for full RoPE, below 1
-    for partial rotary; 0 for the other kinds)."""
-
-    kind: str
-    rotary_fraction: float = 0.0
-
-
-def _rope(model: torch.nn.Module) -> Positions:
-    """RoPE, interleaved if the model's own `rotate_half` pairs neighbouring dimensions, partial
-    if its config rotates a fraction of each head."""
-    config = model.config
-    parameters = getattr(config, "rope_parameters", None) or {}
-    fraction = getattr(config, "partial_rotary_factor", None) or parameters.get(
-        "partial_rotary_factor", getattr(config, "rotary_pct", 1.0)
-    )
-    rotate = getattr(sys.modules[type(model).__module__], "rotate_half", None)
-    probe = torch.arange(4.0)
-    interleaved = rotate is not None and torch.equal(rotate(probe), torch.tensor([-1.0, 0, -3, 2]))
-    return Positions("rope-interleaved" if interleaved else "rope", float(fraction))
-
-
-def _learned(model) -> Positions:
-    return Positions("learned")
-
-
-def _alibi(model) -> Positions:
-    return Positions("alibi")
-
-
-def _falcon_positions(model) -> Positions:
-    return _alibi(model) if model.config.alibi else _rope(model)
-
-
-def _mpt_positions(model) -> Positions:
-    return _alibi(model) if model.config.attn_config.alibi else Positions("none")
-
-
-# W_Q and W_K of a layer's attention as Linear weights (out, in): (H d_head, d), (H_kv d_head, d).
-QK = Callable[[torch.nn.Module, int, int], tuple[torch.Tensor, torch.Tensor]]
-
-
-def _separate(query: str = "q_proj", key: str = "k_proj") -> QK:
-    """Separate query and key projections."""
-
-    def split(attention, heads, d_head):
-        return _at(attention, query).weight, _at(attention, key).weight
-
-    return split
-
-
-def _stacked(name: str, conv1d: bool = False) -> QK:
-    """One projection whose output rows hold all queries, then all keys, then all values (keys
-    and values equally wide); `conv1d`: stored (in, out), as GPT-2's Conv1D."""
-
-    def split(attention, heads, d_head):
-        weight = _at(attention, name).weight
-        weight = weight.T if conv1d else weight
-        queries = heads * d_head
-        keys = (weight.shape[0] - queries) // 2
-        return weight[:queries], weight[queries : queries + keys]
-
-    return split
-
-
-def _per_head(name: str) -> QK:
-    """One projection whose output rows hold each head's query, key and value in turn."""
-
-    def split(attention, heads, d_head):
-        weight = _at(attention, name).weight.reshape(heads, 3, d_head, -1)
-        return weight[:, 0].flatten(0, 1), weight[:, 1].flatten(0, 1)
-
-    return split
-
-
-def _falcon_qk(attention, heads, d_head):
-    """Falcon's query_key_value: grouped per key head (new decoder architecture), multi-query
-    (all queries, one key, one value), or per head."""
-    if attention.new_decoder_architecture:
-        weight = attention.query_key_value.weight
-        grouped = weight.reshape(attention.num_kv_heads, -1, d_head, weight.shape[-1])
-        return grouped[:, :-2].flatten(0, 2), grouped[:, -2].flatten(0, 1)
-    if attention.multi_query:
-        return _stacked("query_key_value")(attention, heads, d_head)
-    return _per_head("query_key_value")(attention, heads, d_head)
-
-
-@dataclass(frozen=True)
-class Adapter:
-    """Where one architecture family keeps its attention. Paths are dotted attribute names:
-    `layers` from the base model to its list of layers; `attention`, `out` (W_O) and
-    `layer_scale` (a LayerScale after W_O) from a layer; `qk_norm` (norms applied to q and k
-    before the scores, which the hooks see already applied) and `sinks` (learned per-head sink
-    logits) from the attention module. `eager`: how the hooks reach the softmax: `interface`
-    (transformers' AttentionInterface), or the family's own eager path (`mpt`, `bloom`, `timm`)."""
-
-    family: str
-    model_types: tuple[str, ...]
-    layers: str
-    attention: str
-    out: str
-    qk: QK
-    positions: Callable[[torch.nn.Module], Positions]
-    layer_scale: str | None = None
-    qk_norm: tuple[str, str] | None = None
-    sinks: str | None = None
-    eager: str = "interface"
-    conv1d: bool = False  # W_O stored (in, out)
-
-
-LLAMA_LIKE = (
-    "afmoe", "apertus", "apertus1p5_text", "arcee", "aria_text", "beam", "bitnet", "cohere",
-    "cohere2", "cohere2_moe", "cwm", "doge", "ernie4_5", "ernie4_5_moe", "exaone", "exaone4",
-    "exaone_moe", "falcon_h1", "flex_olmo", "flint", "gemma", "gemma2", "gemma3_text", "glm",
-    "glm4", "glm4_moe", "gpt_oss", "granite", "granitemoe", "granitemoeshared", "helium",
-    "hy_v3", "hyperclovax", "internlm3", "iquestcoder", "jais2", "kolibri1", "laguna", "llama",
-    "mellum", "mimo_v2_flash", "minimax_m2", "minimax_m3_vl_text", "ministral", "ministral3",
-    "mistral", "mixtral", "nanochat", "olmo", "olmo2", "olmo3", "olmoe", "param2moe", "phimoe",
-    "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "sarvam_moe", "seed_oss", "smollm3",
-    "solar_open", "stablelm", "starcoder2", "vaultgemma",
-)  # fmt: skip
-
-ADAPTERS = (
-    Adapter("Llama-like decoders", LLAMA_LIKE, "layers", "self_attn", "self_attn.o_proj",
-            _separate(), _rope, qk_norm=("q_norm", "k_norm"), sinks="sinks"),
-    Adapter("Phi", ("phi",), "layers", "self_attn", "self_attn.dense", _separate(), _rope,
-            qk_norm=("q_layernorm", "k_layernorm")),
-    Adapter("Phi-3", ("phi3",), "layers", "self_attn", "self_attn.o_proj",
-            _stacked("qkv_proj"), _rope),
-    Adapter("GPT-NeoX (Pythia)", ("gpt_neox",), "layers", "attention", "attention.dense",
-            _per_head("query_key_value"), _rope),
-    Adapter("GPT-2", ("gpt2", "gpt-sw3"), "h", "attn", "attn.c_proj",
-            _stacked("c_attn", conv1d=True), _learned, conv1d=True),
-    Adapter("Falcon", ("falcon",), "h", "self_attention", "self_attention.dense", _falcon_qk,
-            _falcon_positions),
-    Adapter("MPT", ("mpt",), "blocks", "attn", "attn.out_proj", _stacked("Wqkv"),
-            _mpt_positions, eager="mpt"),
-    Adapter("BLOOM", ("bloom",), "h", "self_attention", "self_attention.dense",
-            _per_head("query_key_value"), _alibi, eager="bloom"),
-    Adapter("GPT-BigCode (StarCoder)", ("gpt_bigcode",), "h", "attn", "attn.c_proj",
-            _stacked("c_attn"), _learned),
-    Adapter("Persimmon", ("persimmon",), "layers", "self_attn", "self_attn.dense",
-            _per_head("query_key_value"), _rope, qk_norm=("q_layernorm", "k_layernorm")),
-    Adapter("BioGPT", ("biogpt",), "layers", "self_attn", "self_attn.out_proj", _separate(),
-            _learned),
-    Adapter("OPT", ("opt",), "decoder.layers", "self_attn", "self_attn.out_proj", _separate(),
-            _learned),
-    Adapter("BERT", ("bert",), "encoder.layer", "attention.self", "attention.output.dense",
-            _separate("query", "key"), _learned),
-    Adapter("ViT and DeiT", ("vit", "deit", "ijepa", "vit_msn", "pixio"), "layers", "attention",
-            "attention.o_proj", _separate(), _learned),
-    Adapter("DINOv2", ("dinov2", "dinov2_with_registers", "tipsv2_vision_model"),
-            "encoder.layer", "attention",
-            "attention.o_proj", _separate(), _learned, layer_scale="layer_scale1.lambda1"),
-    Adapter("CLIP and SigLIP vision towers",
-            ("clip_vision_model", "siglip_vision_model", "chinese_clip_vision_model"),
-            "encoder.layers", "self_attn", "self_attn.out_proj", _separate(), _learned),
-)  # fmt: skip
-TIMM = Adapter("timm ViT", (), "blocks", "attn", "attn.proj", _stacked("qkv"), _learned,
-               layer_scale="ls1.gamma", eager="timm")  # fmt: skip
-
-
 def supported() -> str:
     """The supported architecture families, for messages (their model types: docs/your-model.md,
     generated from `ADAPTERS`)."""
@@ -278,11 +118,20 @@ def adapter_for(model: torch.nn.Module) -> Adapter:
     for adapter in ADAPTERS:
         if model_type in adapter.model_types:
             return adapter
+    why = REFUSED.get(model_type, "sinkscope has no attention adapter for this architecture")
     raise UserError(
-        f"{type(model).__name__} (model_type {model_type!r}): sinkscope has no attention "
-        f"adapter for this architecture and does not read it approximately; supported: "
-        f"{supported()}"
+        f"{type(model).__name__} (model_type {model_type!r}): {why}, and sinkscope does not "
+        f"read it approximately; supported: {supported()}"
     )
+
+
+def streaming_refusal(model: torch.nn.Module) -> str | None:
+    """Why StreamingLLM's sinks + window cache does not apply to this model (chunked
+    attention, recurrent or convolution states, keys shared across layers); None where it does."""
+    adapter = adapter_for(model)
+    if adapter.streaming is None:
+        return None
+    return adapter.streaming(model, attention_layers(model), mixing_layers(model))
 
 
 def positional_scheme(model: torch.nn.Module) -> Positions:
@@ -313,24 +162,11 @@ def trained_context(model: torch.nn.Module) -> int | None:
     return next((v for k in CONTEXT_KEYS if isinstance(v := getattr(config, k, None), int)), None)
 
 
-def _at(obj, path: str):
-    return reduce(getattr, path.split("."), obj)
-
-
-def _maybe(obj, path: str | None):
-    """The attribute at `path`, None if the path is None or missing (an Identity LayerScale)."""
-    if path is None:
-        return None
-    try:
-        return _at(obj, path)
-    except AttributeError:
-        return None
-
-
 @dataclass
 class AttentionLayer:
-    """One attention layer: the module that takes its input, the attention module, W_O per head
-    and the layer's learned per-head sink logits (None without)."""
+    """One attention layer: the module that takes its input, the attention module, W_O per head,
+    the layer's learned per-head sink logits (None without) and the attention module whose keys
+    it attends to (itself, unless it reuses an earlier layer's keys and values)."""
 
     index: int
     layer: torch.nn.Module
@@ -338,29 +174,69 @@ class AttentionLayer:
     w_out: torch.Tensor  # (H, d_head, d): u_j = v_j @ w_out[h], LayerScale included
     adapter: Adapter
     sinks: torch.Tensor | None = None
+    keys_from: torch.nn.Module | None = None
 
     def __post_init__(self):
         self.gram = metrics.output_gram(self.w_out)
         self.root = metrics.gram_root(self.gram)
+        self.keys_from = self.attention if self.keys_from is None else self.keys_from
 
     def qk_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """W_Q^h and W_K^h, (H, d, d_head) each (a grouped key head serves several queries)."""
         heads, d_head = self.w_out.shape[:2]
-        w_q, w_k = (w.detach() for w in self.adapter.qk(self.attention, heads, d_head))
+        w_q = self.adapter.qk(self.attention, heads, d_head)[0].detach()
+        w_k = self.adapter.qk(self.keys_from, heads, d_head)[1].detach()
         d_qk = w_q.shape[0] // heads  # may differ from the values' d_head (MiMo)
         w_q = w_q.reshape(heads, d_qk, -1).transpose(1, 2)
         w_k = w_k.reshape(-1, d_qk, w_k.shape[-1]).transpose(1, 2)
         return w_q, w_k.repeat_interleave(heads // w_k.shape[0], 0)
 
+    def stream(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The residual stream (B, T, d) within the layer's input."""
+        return hidden if self.adapter.stream is None else self.adapter.stream(self.layer, hidden)
+
+    def gate(self, attention_input: torch.Tensor) -> torch.Tensor | None:
+        """The output gate (B, H, T, d_head) the model multiplies each head's A V by, from the
+        attention module's input; None for a layer without one."""
+        if self.adapter.gate is None:
+            return None
+        return self.adapter.gate(self.attention, attention_input)
+
+
+def _layers(model: torch.nn.Module, adapter: Adapter):
+    """The model's list of layers (Llama 4's causal LM names no base model: its `model`)."""
+    base = model if adapter is TIMM else model.base_model
+    found = _maybe(base, adapter.layers)
+    return _at(base.model, adapter.layers) if found is None and base is model else found
+
+
+def mixing_layers(model: torch.nn.Module) -> dict[int, str]:
+    """The layers whose token mixer is not softmax attention (linear attention, convolution), by
+    index: the name of their mixer. Never read as attention."""
+    adapter = adapter_for(model)
+    found = {}
+    for index, layer in enumerate(_layers(model, adapter)):
+        if _maybe(layer, adapter.attention) is None:
+            found[index] = next(m for m in adapter.mixers if _maybe(layer, m) is not None)
+    return found
+
 
 def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
-    """The attention layers of a model of a supported architecture (`ADAPTERS`, timm ViTs); a
-    UserError naming any other."""
+    """The softmax attention layers of a model of a supported architecture (`ADAPTERS`, timm
+    ViTs), each with its own head count and size; a UserError naming any other, or a layer with
+    neither attention nor another mixer its adapter knows."""
     adapter = adapter_for(model)
-    base = model if adapter is TIMM else model.base_model
-    layers = []
-    for index, layer in enumerate(_at(base, adapter.layers)):
-        attention = _at(layer, adapter.attention)
+    layers: list[AttentionLayer] = []
+    stored: dict[str, torch.nn.Module] = {}  # layer kind -> the last layer keeping its keys
+    for index, layer in enumerate(_layers(model, adapter)):
+        attention = _maybe(layer, adapter.attention)
+        if attention is None:
+            if not any(_maybe(layer, mixer) is not None for mixer in adapter.mixers):
+                raise UserError(
+                    f"{type(model).__name__} (model_type {model.config.model_type!r}): layer "
+                    f"{index} has no attention at {adapter.attention!r} and no other known mixer"
+                )
+            continue
         weight = _at(layer, adapter.out).weight.detach()
         weight = weight if adapter.conv1d else weight.T  # (H d_head, d)
         heads = _heads(model, attention)
@@ -370,7 +246,18 @@ def attention_layers(model: torch.nn.Module) -> list[AttentionLayer]:
             w_out = w_out * scale.detach().to(torch.float64)
         sinks = _maybe(attention, adapter.sinks)
         sinks = sinks.detach() if isinstance(sinks, torch.Tensor) else None
-        layers.append(AttentionLayer(index, layer, attention, w_out, adapter, sinks))
+        kind = getattr(attention, "layer_type", None)
+        keys_from = None
+        if getattr(attention, "is_kv_shared_layer", False):
+            keys_from = stored.get(kind)
+            if keys_from is None:
+                raise UserError(
+                    f"{type(model).__name__} (model_type {model.config.model_type!r}): layer "
+                    f"{index} reuses keys and values that no earlier {kind} layer computes"
+                )
+        if getattr(attention, "store_full_length_kv", False):
+            stored[kind] = attention
+        layers.append(AttentionLayer(index, layer, attention, w_out, adapter, sinks, keys_from))
     return layers
 
 

@@ -24,7 +24,7 @@ from functools import reduce
 import torch
 
 from ..errors import UserError
-from ..models.attention import adapter_for, positional_scheme
+from ..models.attention import adapter_for, positional_scheme, streaming_refusal
 from .rope import Rotary
 
 
@@ -123,6 +123,8 @@ class Scheme:
     @classmethod
     def of(cls, model: torch.nn.Module) -> Scheme:
         """The scheme of the model's architecture; a UserError naming an unsupported one."""
+        if (reason := streaming_refusal(model)) is not None:
+            raise UserError(f"{architecture(model)}: {reason}")
         positions = positional_scheme(model)
         if positions.kind in ("rope", "rope-interleaved"):
             interleaved = positions.kind == "rope-interleaved"
