@@ -192,8 +192,9 @@ class _ChunkCache:
 class _Scorer:
     """The fast evaluation of one model on one stream, a chunk of queries per forward pass."""
 
-    def __init__(self, model: torch.nn.Module, ids: torch.Tensor, chunk: int):
-        self.model, self.ids, self.chunk = model, ids, chunk
+    def __init__(self, model: torch.nn.Module, ids: torch.Tensor, chunk: int, offset: int = 0):
+        """`ids[i]` is the token at stream index `offset + i`."""
+        self.model, self.ids, self.chunk, self.offset = model, ids, chunk, offset
         self.scheme = checked_scheme(model)
         self.rotary = self.scheme.rotary
         self.windows, self.layer_types = layer_windows(model)
@@ -203,18 +204,18 @@ class _Scorer:
         self.dtype = next(model.parameters()).dtype
         self.head = _Head(model)
 
-    def score(self, policy: Policy, store: KVStore, start: int, end: int, out: torch.Tensor):
-        """NLLs of the queries [start, end) into `out`; `store` holds the cache of query `start`
-        under `policy` and is updated."""
-        ids, device = self.ids, self.device
-        for a in tqdm(range(start, end, self.chunk), desc=f"fast {policy.name}", leave=False):
+    def advance(self, policy: Policy, store: KVStore, start: int, end: int, desc: str = "fast"):
+        """Feed the queries [start, end) a chunk per forward pass; `store` holds the cache of query
+        `start` under `policy` and is updated. Yields each chunk's (a, b, model output)."""
+        ids, device, offset = self.ids, self.device, self.offset
+        for a in tqdm(range(start, end, self.chunk), desc=f"{desc} {policy.name}", leave=False):
             b = min(a + self.chunk, end)
             layout = _chunk(policy, store.index, a, b, self.windows, bool(self.rotary))
             visible = {w: v.to(device) for w, v in layout.visible.items()}
             cache = _ChunkCache(store, self.rotary, self.windows, layout, device)
             with self.scheme.bias(layout.distance[self.windows[0]].to(device)):
                 output = self.model(
-                    input_ids=ids[a:b][None].to(device),
+                    input_ids=ids[a - offset : b - offset][None].to(device),
                     position_ids=layout.chunk_pos[None].to(device),
                     attention_mask=mask_argument(
                         visible, self.windows, self.layer_types, self.dtype
@@ -224,14 +225,20 @@ class _Scorer:
                     output_hidden_states=True,
                     logits_to_keep=1 if a == 0 else torch.zeros(0, dtype=torch.long, device=device),
                 )
-            hidden = output.hidden_states[-1][0]
-            if a == 0:
-                self.head.check(hidden[-1], output.logits[0, -1])
-            out[a:b] = self.head.nll(hidden, ids[a + 1 : b + 1].to(device))
             for layer, (keys, values) in enumerate(cache.new):
                 store.append(layer, keys, values)
             store.index = torch.cat((store.index, torch.arange(a, b)))
             _evict(store, policy, b)
+            yield a, b, output
+
+    def score(self, policy: Policy, store: KVStore, start: int, end: int, out: torch.Tensor):
+        """NLLs of the queries [start, end) into `out`; `store` as in `advance`."""
+        for a, b, output in self.advance(policy, store, start, end):
+            hidden = output.hidden_states[-1][0]
+            if a == 0:
+                self.head.check(hidden[-1], output.logits[0, -1])
+            targets = self.ids[a + 1 - self.offset : b + 1 - self.offset]
+            out[a:b] = self.head.nll(hidden, targets.to(self.device))
 
 
 def _evict(store: KVStore, policy: Policy, t: int) -> None:
