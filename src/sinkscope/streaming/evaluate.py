@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from ..errors import UserError
 from .cache import KVStore, StreamingLM, checked_scheme, layer_windows, mask_argument
 from .policies import Policy
-from .positions import architecture
+from .positions import architecture, check_learned_range
 from .rope import Rotary
 
 
@@ -274,6 +274,8 @@ def nll_fast_many(
     if any(policy.kind == "recompute" for policy in policies):
         raise ValueError("re-computation keeps no cache: score it with nll_recompute")
     ends = ends or [len(ids) - 1] * len(policies)
+    spans = [min(end, policy.size or end) for policy, end in zip(policies, ends, strict=True)]
+    check_learned_range(model, max(spans))  # the most cache positions a query takes
     shared = min(ends + [policy.size for policy in policies if policy.size is not None])
     scorer = _Scorer(model, ids, chunk)
     store = KVStore(len(scorer.windows))
@@ -299,6 +301,7 @@ def nll_recompute(
     one batch have the same length, so they are stacked without padding. Only the scored
     positions go through the LM head.
     """
+    check_learned_range(model, size)
     device = next(model.parameters()).device
     out = torch.empty(len(positions), dtype=torch.float64)
     head = positions < size - 1
