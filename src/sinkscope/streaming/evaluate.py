@@ -189,7 +189,7 @@ class _ChunkCache:
         return len(self.store)
 
 
-class _Scorer:
+class Scorer:
     """The fast evaluation of one model on one stream, a chunk of queries per forward pass."""
 
     def __init__(self, model: torch.nn.Module, ids: torch.Tensor, chunk: int, offset: int = 0):
@@ -204,11 +204,15 @@ class _Scorer:
         self.dtype = next(model.parameters()).dtype
         self.head = _Head(model)
 
-    def advance(self, policy: Policy, store: KVStore, start: int, end: int, desc: str = "fast"):
+    def advance(self, policy: Policy, store: KVStore, start: int, end: int, desc: str | None):
         """Feed the queries [start, end) a chunk per forward pass; `store` holds the cache of query
-        `start` under `policy` and is updated. Yields each chunk's (a, b, model output)."""
+        `start` under `policy` and is updated. Yields each chunk's (a, b, model output); `desc`
+        names its progress bar (None: no bar)."""
         ids, device, offset = self.ids, self.device, self.offset
-        for a in tqdm(range(start, end, self.chunk), desc=f"{desc} {policy.name}", leave=False):
+        starts = range(start, end, self.chunk)
+        if desc is not None:
+            starts = tqdm(starts, desc=f"{desc} {policy.name}", leave=False)
+        for a in starts:
             b = min(a + self.chunk, end)
             layout = _chunk(policy, store.index, a, b, self.windows, bool(self.rotary))
             visible = {w: v.to(device) for w, v in layout.visible.items()}
@@ -231,14 +235,20 @@ class _Scorer:
             _evict(store, policy, b)
             yield a, b, output
 
-    def score(self, policy: Policy, store: KVStore, start: int, end: int, out: torch.Tensor):
-        """NLLs of the queries [start, end) into `out`; `store` as in `advance`."""
-        for a, b, output in self.advance(policy, store, start, end):
+    def scores(self, policy: Policy, store: KVStore, start: int, end: int, desc: str | None):
+        """The NLLs of the queries [start, end), a chunk (a, b, nll) at a time; `store` and
+        `desc` as in `advance`."""
+        for a, b, output in self.advance(policy, store, start, end, desc):
             hidden = output.hidden_states[-1][0]
             if a == 0:
                 self.head.check(hidden[-1], output.logits[0, -1])
             targets = self.ids[a + 1 - self.offset : b + 1 - self.offset]
-            out[a:b] = self.head.nll(hidden, targets.to(self.device))
+            yield a, b, self.head.nll(hidden, targets.to(self.device))
+
+    def score(self, policy: Policy, store: KVStore, start: int, end: int, out: torch.Tensor):
+        """NLLs of the queries [start, end) into `out`; `store` as in `advance`."""
+        for a, b, nll in self.scores(policy, store, start, end, "fast"):
+            out[a:b] = nll
 
 
 def _evict(store: KVStore, policy: Policy, t: int) -> None:
@@ -277,7 +287,7 @@ def nll_fast_many(
     spans = [min(end, policy.size or end) for policy, end in zip(policies, ends, strict=True)]
     check_learned_range(model, max(spans))  # the most cache positions a query takes
     shared = min(ends + [policy.size for policy in policies if policy.size is not None])
-    scorer = _Scorer(model, ids, chunk)
+    scorer = Scorer(model, ids, chunk)
     store = KVStore(len(scorer.windows))
     prefix = torch.empty(shared, dtype=torch.float64)
     scorer.score(Policy("full"), store, 0, shared, prefix)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from .cache import KVStore
-from .evaluate import _Scorer
+from .evaluate import Scorer
 from .sink_cache import SinkCache
 
 CHUNK = 256  # queries per forward pass of the prefill
@@ -87,7 +87,7 @@ def _stream(model: torch.nn.Module, cache: SinkCache, ids: torch.Tensor, mask: t
             back = rotary.by(-torch.arange(len(store)))
             for i, (keys, values) in enumerate(rows[r]):
                 store.append(i, back(keys, i), values)
-        scorer = _Scorer(model, new, CHUNK, offset=real[r])
+        scorer = Scorer(model, new, CHUNK, offset=real[r])
         for _ in scorer.advance(policy, store, real[r], real[r] + len(new), "prefill"):
             pass
         place = rotary.by(torch.arange(len(store)))
