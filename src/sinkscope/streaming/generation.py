@@ -83,14 +83,14 @@ def _stream(model: torch.nn.Module, cache: SinkCache, ids: torch.Tensor, mask: t
             continue
         store = KVStore(len(layers))
         store.index = torch.tensor(policy.kept(real[r])[:-1], dtype=torch.long)
-        if rows[r] is not None and len(store):
-            back = rotary.by(-torch.arange(len(store)))
+        if rows[r] is not None and len(store):  # the layers keep keys at text positions
+            back = rotary.by(-store.index)
             for i, (keys, values) in enumerate(rows[r]):
                 store.append(i, back(keys, i), values)
         scorer = Scorer(model, new, CHUNK, offset=real[r])
         for _ in scorer.advance(policy, store, real[r], real[r] + len(new), "prefill"):
             pass
-        place = rotary.by(torch.arange(len(store)))
+        place = rotary.by(store.index)
         rows[r] = [(place(store.keys[i], i), store.values[i]) for i in range(len(layers))]
         real[r] += len(new)
     filled = next((row for row in rows if row is not None), None)

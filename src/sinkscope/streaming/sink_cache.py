@@ -3,15 +3,17 @@
     cache = SinkCache(model, parse("4+1020"))      # 4 sinks, 1020 recent tokens
     out = generate(model, ids, cache, max_new_tokens=10_000)   # generation.py: any prompt
 
-Distances are counted by order in the cache, as in `StreamingLM` (policies.py). Keys are stored
-rotated at their cache positions; when the window slides, the recent keys move down by the number
-evicted and are re-rotated by that (rope.py, any RoPE the streaming stage supports). `generate`
-gives each new token its position in the text (padding excluded), so the keys handed to the
-attention are rotated on by the difference: the query sees every key at its distance in the
-cache, as in the loop (the query itself is rotated at its text position by the model, in the
-model's precision). ALiBi models (MPT, BLOOM) compute their bias from the keys' order in the
-cache. Models with learned absolute positions are refused (`generate` counts positions in the
-text: once the cache is full a new token's learned position would no longer be its cache slot).
+Distances are counted by order in the cache, as in `StreamingLM` (policies.py). `generate` gives
+each new token its position in the text (padding excluded), and the model rotates its query and
+key there. The recent tokens of the cache are contiguous in the text up to the query, so their
+keys, kept as the model rotated them, already sit at their distance in the cache; only the sink
+keys are rotated on, to just before the oldest recent key (rope.py, any RoPE the streaming stage
+supports). The query sees every key at its distance in the cache, as in the loop, up to the
+model's own float32 rounding of its angles, which grows with the text position (about 6e-8
+radian per position at the fastest frequency). ALiBi models (MPT, BLOOM) compute their bias from
+the keys' order in the cache. Models with learned absolute positions are refused (`generate`
+counts positions in the text: once the cache is full a new token's learned position would no
+longer be its slot).
 
 Each row of a batch keeps its own sinks and window, right-aligned: a row holding fewer tokens
 than the longest has empty slots on the left, which the padding mask of `generate` hides (the
@@ -34,10 +36,11 @@ from .rope import Rotary
 
 
 class SinkLayer(DynamicLayer):
-    """One layer's keys (rotated at their cache positions) and values under a sinks + window
-    policy, (batch, heads, slots, dim) with each row right-aligned; after each update a row keeps
-    what its next token's query sees. `real`: per row, the tokens of its text fed so far (its
-    next token's position); `columns`: the columns of the padded text fed so far."""
+    """One layer's keys (rotated at their text positions, as the model gave them) and values
+    under a sinks + window policy, (batch, heads, slots, dim) with each row right-aligned; after
+    each update a row keeps what its next token's query sees. `real`: per row, the tokens of
+    its text fed so far (its next token's position); `columns`: the columns of the padded text
+    fed so far."""
 
     is_croppable = False
 
@@ -60,50 +63,49 @@ class SinkLayer(DynamicLayer):
             )
         if not self.real:
             self.real = [0] * key_states.shape[0]
+        # the recent keys sit at their text positions, contiguous up to the query's: each at its
+        # distance in the cache; the sinks move on to just before the oldest recent key
         shifts = [real - self.kept(row) for row, real in enumerate(self.real)]
-        keys, values = super().update(self._per_row(key_states, [-s for s in shifts]), value_states)
-        attended = self._per_row(keys, shifts)
+        keys, values = super().update(key_states, value_states)
+        rows = [self._sinks_moved(keys, row, shift, new) for row, shift in enumerate(shifts)]
+        attended = rows[0] if len(rows) == 1 else torch.cat(rows)
         self.columns += new
         self._evict(new)
         return attended, values
 
-    def _per_row(self, keys: torch.Tensor, deltas: list[int]) -> torch.Tensor:
-        """Each row's keys re-rotated by its delta."""
-        if len(set(deltas)) == 1:
-            return self._moved(keys, deltas[0])
-        return torch.cat([self._moved(keys[r : r + 1], d) for r, d in enumerate(deltas)])
-
-    def _moved(self, keys: torch.Tensor, delta) -> torch.Tensor:
-        """Keys re-rotated `delta` positions on (an int, or one per slot; unchanged without
-        RoPE or for delta 0)."""
-        if isinstance(delta, int):
-            if delta == 0:
-                return keys
-            delta = torch.tensor([delta])
-        return self.rotary.by(delta)(keys, self.layer)
+    def _sinks_moved(self, keys: torch.Tensor, row: int, shift: int, new: int) -> torch.Tensor:
+        """Row `row` of `keys` (its `new` keys appended) with its sinks rotated `shift`
+        positions on (a shift only comes once the row has evicted, so it holds every sink)."""
+        keys = keys[row : row + 1]
+        if shift == 0 or not self.policy.sinks:
+            return keys
+        start, end = keys.shape[-2] - self.kept(row) - new, self.policy.sinks
+        moved = self.rotary.by(torch.tensor([shift]))(keys[:, :, start : start + end], self.layer)
+        return torch.cat((keys[:, :, :start], moved, keys[:, :, start + end :]), 2)
 
     def _evict(self, new: int) -> None:
         """Drop from each row the recent tokens its next query no longer sees: the oldest after
-        the sinks; the ones after them move down."""
+        the sinks."""
         sinks, slots = self.policy.sinks, self.get_seq_length()
         rows, any_evicted = [], False
         for row, real in enumerate(self.real):
             held = self.kept(row) + new
             self.real[row] = real + new
             evicted = held - self.kept(row)
-            keys, values = self.keys[row : row + 1, :, slots - held :], self.values[row : row + 1]
-            values = values[:, :, slots - held :]
+            keys = self.keys[row : row + 1, :, slots - held :]
+            values = self.values[row : row + 1, :, slots - held :]
             if evicted > 0:
                 any_evicted = True
-                recent = self._moved(keys[:, :, sinks + evicted :], -evicted)
-                keys = torch.cat((keys[:, :, :sinks], recent), 2)
+                keys = torch.cat((keys[:, :, :sinks], keys[:, :, sinks + evicted :]), 2)
                 values = torch.cat((values[:, :, :sinks], values[:, :, sinks + evicted :]), 2)
             rows.append((keys, values))
-        if any_evicted:
+        if any_evicted and len(rows) == 1:
+            self.keys, self.values = rows[0]
+        elif any_evicted:
             self.load(rows)
 
     def row(self, row: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The keys (at cache positions 0, 1, ...) and values row `row` holds."""
+        """The keys (at their text positions) and values row `row` holds."""
         start = self.get_seq_length() - (self.kept(row) if self.real else 0)
         return self.keys[row : row + 1, :, start:], self.values[row : row + 1, :, start:]
 
