@@ -22,6 +22,7 @@ import argparse
 import multiprocessing
 import os
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -43,9 +44,10 @@ def load(model_dir: Path):
     if (model_dir / "manifest.json").exists():
         model, _ = load_model(model_dir)
         tokenizer = stream_tokenizer(read_manifest(model_dir), model_dir, "model")
-    else:
+    else:  # without a tokenizer, the model reads UTF-8 bytes
         model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        has_tokenizer = (model_dir / "tokenizer_config.json").exists()
+        tokenizer = AutoTokenizer.from_pretrained(model_dir) if has_tokenizer else None
     model.config._attn_implementation = "sdpa"
     return model.eval(), tokenizer
 
@@ -59,7 +61,7 @@ def corpus_ids(tokenizer, n: int) -> torch.Tensor:
 
 def _run(model_dir: Path, length: int, new: int, cache: str, threads: int, queue) -> None:
     """One generation in this process; puts (prefill s, decode tokens/s, peak RSS MiB)."""
-    os.environ["TQDM_DISABLE"] = "1"  # the table is the output
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the progress bars: the table is the output
     from transformers import DynamicCache
     from transformers.generation.streamers import BaseStreamer
 

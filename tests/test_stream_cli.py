@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 import transformers
+from conftest import REPO
 
 from sinkscope.cli import main
 from sinkscope.streaming import StreamingLM, nll_fast, parse
@@ -97,3 +98,19 @@ def test_bad_inputs_are_one_line(tiny_lm_folder, timm_folder, text_file, tmp_pat
         assert len(err.splitlines()) == 1 and err.startswith(message), err
     assert main(["stream", str(timm_folder), "--prompt", "a", *out]) == 1
     assert "an image model; stream takes a causal language model" in capsys.readouterr().err
+
+
+@pytest.mark.heavy
+def test_the_generation_benchmark_runs_on_a_tiny_model(tiny_lm_folder, monkeypatch, capsys):
+    """benchmarks/generation.py at a reduced size: both caches at one length, then the decoding
+    latency of both policies at two cache sizes, every row measured."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import generation
+
+    generation.main([str(tiny_lm_folder), "--lengths", "60", "--new", "4", "--cache", "2+14",
+                     "--latency-caches", "8", "16", "--repeats", "1"])  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines[2:5]] == [["60", "2+14"], ["60", "full"],
+                                                         ["60", "ratio"]]  # fmt: skip
+    assert [line.split()[0] for line in lines[-2:]] == ["8", "16"]
+    assert all(line.endswith("x") for line in lines[-2:])
