@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import tiny_models
 import torch
+from transformers import DynamicCache
 
 from sinkscope.errors import UserError
 from sinkscope.streaming import SinkCache, StreamingLM, generate, parse
@@ -121,6 +122,8 @@ def test_what_the_sink_cache_cannot_hold_is_refused():
         model.generate(ids[:1], cache=SinkCache(model, policy), max_new_tokens=2)
     with pytest.raises(ValueError, match="sinks \\+ window"):
         SinkCache(model, parse("full"))
+    with pytest.raises(ValueError, match="streams into a SinkCache, not a DynamicCache"):
+        generate(model, ids, DynamicCache())
     with pytest.raises(UserError, match="'opt'.*learned positions.*not in the cache"):
         SinkCache(tiny_models.tiny_causal_lm("opt"), policy)
     inside = torch.ones_like(ids).index_fill(1, torch.tensor([4]), 0)
