@@ -135,6 +135,9 @@ def test_what_the_sink_cache_cannot_hold_is_refused():
         generate(model, ids[:1], cache)
     with pytest.raises(ValueError, match="the cache holds 1 rows, the input 2"):
         generate(model, torch.cat((ids, ids), 1), cache)
+    padded = torch.ones(2, 12, dtype=int).index_fill(1, torch.tensor([0]), 0)
+    with pytest.raises(ValueError, match="fed rows padded by \\[0\\] columns"):
+        generate(model, ids[:1, :3].repeat(1, 4), cache, attention_mask=padded[:1])
     bloom = tiny_models.tiny_causal_lm("bloom")
     padded = torch.ones_like(ids).index_fill(1, torch.tensor([0]), 0)
     with pytest.raises(ValueError, match="padding: without RoPE"):

@@ -41,10 +41,18 @@ def generate(
     if bool((mask[:, 1:] < mask[:, :-1]).any()) or not bool(mask[:, -1].all()):
         raise ValueError("attention_mask: rows may only be padded on the left")
     columns = cache.columns
+    if cache.real and len(cache.real) != len(input_ids):
+        raise ValueError(f"the cache holds {len(cache.real)} rows, the input {len(input_ids)}")
     if columns and bool((mask[:, columns:] == 0).any()):
         raise ValueError(
             f"attention_mask: padding after the {columns} columns the cache has seen; pad a "
             "batch's first prompt only"
+        )
+    padding = [columns - real for real in cache.real]
+    if columns and (mask[:, :columns] == 0).sum(1).tolist() != padding:
+        raise ValueError(
+            f"attention_mask: the cache was fed rows padded by {padding} columns; pass the "
+            "first call's mask, extended by the new columns"
         )
     if columns >= input_ids.shape[1]:
         raise ValueError(
@@ -74,8 +82,6 @@ def _stream(model: torch.nn.Module, cache: SinkCache, ids: torch.Tensor, mask: t
     layers, policy, rotary = cache.layers, cache.policy, cache.rotary
     batch, columns = ids.shape[0], cache.columns
     real = cache.real or [0] * batch
-    if len(real) != batch:
-        raise ValueError(f"the cache holds {len(real)} rows, the input {batch}")
     rows = [[layer.row(r) for layer in layers] if cache.real else None for r in range(batch)]
     for r in range(batch):
         new = ids[r, columns:][mask[r, columns:].bool()]
