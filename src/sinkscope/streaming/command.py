@@ -100,8 +100,9 @@ def run_stream(
 ) -> list[Path]:
     """Score or generate as asked; the files written."""
     request.out.mkdir(parents=True, exist_ok=True)
+    written = []
     if request.prompt is None:
-        trace, written = _score(model, tokenizer, request)
+        trace = _score(model, tokenizer, request)
     else:
         trace, text = _generate(model, tokenizer, request)
         written = [request.out / "generated.txt"]
@@ -115,7 +116,7 @@ def run_stream(
 
 
 @torch.no_grad()
-def _score(model, tokenizer, request: StreamRequest) -> tuple[Trace, list[Path]]:
+def _score(model, tokenizer, request: StreamRequest) -> Trace:
     if tokenizer is None:
         ids = list(request.text.encode("utf-8"))
     else:
@@ -135,7 +136,7 @@ def _score(model, tokenizer, request: StreamRequest) -> tuple[Trace, list[Path]]
         bar.set_postfix(cache=len(store), rss=f"{resident_mb():.0f}MB", refresh=False)
     bar.close()
     trace.flush(len(ids) - 1, len(store))
-    return trace, []
+    return trace
 
 
 class _LastScores:
