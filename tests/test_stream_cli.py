@@ -67,6 +67,49 @@ def test_generation_continues_the_prompt_as_the_loop_does(tiny_lm_folder, tmp_pa
     assert (out / "stream.png").is_file()
 
 
+CHAT = (
+    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+@pytest.fixture
+def chat_folder(tiny_lm_folder, tmp_path):
+    """The tiny model with a byte-level tokenizer (one id per byte) that has a chat template."""
+    import shutil
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    folder = tmp_path / "tiny-chat"
+    shutil.copytree(tiny_lm_folder, folder)
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tokenizer = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, chat_template=CHAT)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def test_a_chat_prompt_is_rendered_by_the_template(chat_folder, tmp_path):
+    out = tmp_path / "chat"
+    args = ["stream", str(chat_folder), "--prompt", "Hello", "--chat", "--cache", "2+6"]
+    assert main([*args, "--tokens", "12", "--out", str(out)]) == 0
+    tokenizer = transformers.AutoTokenizer.from_pretrained(chat_folder)
+    messages = [{"role": "user", "content": "Hello"}]
+    rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert rendered == "<user>Hello\n<assistant>"
+    model = transformers.AutoModelForCausalLM.from_pretrained(chat_folder).eval()
+    lm, tokens = StreamingLM(model, parse("2+6")), tokenizer(rendered).input_ids
+    for token in tokens[:-1]:
+        lm.step(token)
+    for _ in range(12):
+        tokens.append(int(lm.step(tokens[-1]).argmax()))
+    generated = pd.read_parquet(out / "nll.parquet").token.tolist()
+    assert generated == tokens[-12:]
+    assert (out / "generated.txt").read_text() == tokenizer.decode(generated)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
