@@ -203,6 +203,21 @@ def test_fast_equals_loop(family):
         assert (loop - fast).abs().max() <= TOL, name
 
 
+def test_learned_positions_stay_within_the_trained_range():
+    """GPT-2 (128 learned positions here): a cache of 128 streams 200 tokens at positions by
+    cache order; a cache, full cache or re-computation window past 128 is refused."""
+    model, ids = tiny_gpt2(), stream(200)
+    assert model.config.max_position_embeddings == 128
+    assert nll_fast(model, ids, parse("4+124"), chunk=64).isfinite().all()
+    StreamingLM(model, parse("4+124"))
+    for name in ["4+125", "full", "recompute 129"]:
+        with pytest.raises(UserError, match="'gpt2'.*positions past the 128 it learned"):
+            nll_fast(model, ids, parse(name))
+    with pytest.raises(UserError, match="a cache of 129 tokens"):
+        StreamingLM(model, parse("4+125"))
+    assert nll_fast(model, ids[:129], parse("full")).isfinite().all()  # 128 queries
+
+
 def test_policies_on_one_stream_share_their_first_tokens():
     model = tiny_gemma()
     ids = stream(90)

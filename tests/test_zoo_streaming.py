@@ -1,16 +1,18 @@
 """The streaming evaluation on a tiny random model of every causal-LM architecture transformers
 ships (enumerated from its own registry, tests/tiny_models.py): the full-cache NLL equals the
 model's own loss, and the fast evaluation equals the token-by-token loop under a sinks + window
-policy, or the architecture is refused by a UserError that names it."""
+policy, or the architecture is refused by a UserError that names it; and generation through the
+sink cache, with prompts of 1, 3 and 10 times the cache, equals the loop."""
 
 from __future__ import annotations
 
 import pytest
 import tiny_models
 import torch
+from test_sink_cache import assert_generation_equals_the_loop
 
 from sinkscope.errors import UserError
-from sinkscope.streaming import nll_fast, nll_loop, parse
+from sinkscope.streaming import SinkCache, nll_fast, nll_loop, parse
 
 TOL = 1e-4  # as tests/test_streaming.py: float32 rounding of two orders of the same sums
 POLICY = "2+6"  # 2 sinks, 6 recent: the window slides 15 times over the stream
@@ -52,6 +54,22 @@ def test_each_positional_scheme_streams_exactly(model_type):
 @pytest.mark.parametrize("model_type", tiny_models.causal_lm_types())
 def test_every_architecture_streams_exactly_or_is_refused_by_name(model_type):
     streams_exactly_or_is_refused(model_type)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("model_type", tiny_models.causal_lm_types())
+def test_every_architecture_generates_long_prompts_like_the_loop_or_is_refused(model_type):
+    try:
+        model = tiny_models.tiny_causal_lm(model_type)
+    except tiny_models.Unbuildable as reason:
+        pytest.skip(str(reason))
+    try:
+        SinkCache(model, parse(POLICY))
+    except UserError as error:
+        assert repr(model.config.model_type) in str(error), str(error)  # gpt-sw3: 'gpt2'
+        return
+    for times in (1, 3, 10):
+        assert_generation_equals_the_loop(model, times * 8)
 
 
 def test_a_rotation_other_than_the_models_is_refused():

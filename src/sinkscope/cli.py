@@ -1,5 +1,5 @@
 """Command line: `sinkscope audit FILE`, `sinkscope verify-model DIR`, `sinkscope check-config`,
-`sinkscope atlas MODEL`.
+`sinkscope atlas MODEL`, `sinkscope stream MODEL`.
 
 A failure prints one message naming the file or key and what to do (exit status 1); `--debug`
 shows the traceback instead.
@@ -14,6 +14,10 @@ from pathlib import Path
 from .errors import UserError
 
 AUDIT_FAILED = 1  # exit status of an audit whose verdict is not `verified`
+MODEL_HELP = (
+    "a registry name, a model folder (Hugging Face, timm or sinkscope cache), a .gguf file, "
+    "or a hub id owner/name"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,11 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="the attention-sink diagnostics of a model as tables and an offline page",
     )
-    p_atlas.add_argument(
-        "model",
-        help="a registry name, a model folder (Hugging Face, timm or sinkscope cache), "
-        "a .gguf file, or a hub id owner/name",
-    )
+    p_atlas.add_argument("model", help=MODEL_HELP)
     p_atlas.add_argument("--compare", metavar="MODEL", help="a second model shown beside it")
     p_atlas.add_argument(
         "--text",
@@ -88,7 +88,60 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="configuration for the registry and the defaults (default: config/config.yaml)",
     )
+    p_stream = commands.add_parser(
+        "stream",
+        parents=[common],
+        help="score a long text, or generate from a prompt, through a sinks + window cache",
+    )
+    p_stream.add_argument("model", help=MODEL_HELP)
+    source = p_stream.add_mutually_exclusive_group()
+    source.add_argument(
+        "--text",
+        type=Path,
+        metavar="FILE",
+        help="text file to score (default: the configured corpus, streaming.text)",
+    )
+    source.add_argument("--prompt", metavar="TEXT", help="generate from this prompt instead")
+    p_stream.add_argument(
+        "--chat", action="store_true", help="render the prompt with the tokenizer's chat template"
+    )
+    p_stream.add_argument(
+        "--cache",
+        type=_sink_policy,
+        default="4+1020",
+        metavar="S+R",
+        help="S sinks and R recent tokens (default: 4+1020)",
+    )
+    p_stream.add_argument(
+        "--tokens",
+        type=_positive,
+        metavar="N",
+        help="tokens to score (default: the whole text) or to generate (default: 256)",
+    )
+    p_stream.add_argument(
+        "--out", type=Path, metavar="DIR", help="output folder (default: stream/<model>)"
+    )
+    p_stream.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="configuration for the registry and the corpus (default: config/config.yaml)",
+    )
     return parser
+
+
+def _sink_policy(text: str):
+    from .streaming.policies import parse
+
+    try:
+        policy = parse(text)
+    except ValueError:
+        policy = None
+    if policy is None or policy.kind != "cache":
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a sinks + window cache such as 4+1020 (sinks + recent tokens)"
+        )
+    return policy
 
 
 def _positive(text: str) -> int:
@@ -119,6 +172,8 @@ def _run(args: argparse.Namespace) -> int:
         )
         print(page)
         return 0
+    if args.command == "stream":
+        return _stream(args)
     if args.command == "verify-model":
         from .models.cache import verify_cache
 
@@ -132,6 +187,46 @@ def _run(args: argparse.Namespace) -> int:
     base = Path(args.configs[0]).resolve().parent.parent  # a relative corpus: the repository's
     check_corpora(config, base)
     print("configuration is valid")
+    return 0
+
+
+def _stream(args: argparse.Namespace) -> int:
+    """Open the model as `atlas` does, read the text, and stream it (streaming/command.py)."""
+    from .atlas.command import check_out, config_file, folder_name
+    from .atlas.load import open_model
+    from .config import corpora, load_config, validate_config
+    from .data.text import corpus_text, read_corpus
+    from .device import resolve_device
+    from .provenance import Recorder
+    from .streaming.command import StreamRequest, run_stream
+
+    if args.chat and args.prompt is None:
+        raise UserError("--chat renders a prompt: give one with --prompt")
+    path = config_file(args.config)
+    config = load_config([path])
+    validate_config(config, sources=[path])
+    out = args.out or Path("stream") / folder_name(args.model)
+    check_out(out)
+    text, inputs = None, []
+    if args.prompt is None:
+        settings = config["streaming"]["text"]
+        if args.text is not None:
+            inputs = [args.text]
+        elif settings["source"] == "file":
+            inputs = [corpora(config, path.resolve().parent.parent)["streaming.text.file"]]
+        text = read_corpus(inputs[0]) if inputs else corpus_text(settings)
+    device = resolve_device(config["device"])
+    opened = open_model(args.model, config, Path("resources/models"), device)
+    if opened.modality != "text":
+        raise UserError(f"{args.model}: an image model; stream takes a causal language model")
+    request = StreamRequest(args.cache, out, args.tokens, text, args.prompt, args.chat)
+    params = {"model": args.model, "cache": args.cache.name, "tokens": args.tokens,
+              "prompt": args.prompt, "chat": args.chat}  # fmt: skip
+    recorder = Recorder(rule="sinkscope stream", params=params, inputs=inputs,
+                        code_dir=Path(__file__).parent, device=device,
+                        models=[opened.record])  # fmt: skip
+    for written in run_stream(opened.model, opened.tokenizer, opened.name, request, recorder):
+        print(written)
     return 0
 
 

@@ -2,10 +2,10 @@
 
 Usable with any Hugging Face causal LM (RoPE or not), outside the pipeline:
 
-    from sinkscope.streaming import SinkCache, StreamingLM, nll_fast, parse
+    from sinkscope.streaming import SinkCache, StreamingLM, generate, nll_fast, parse
     nll = nll_fast(model, ids, parse("4+1020"))      # per-token NLL, StreamingLLM cache
     lm = StreamingLM(model, parse("4+1020"))         # token-by-token, bounded memory
-    model.generate(ids, cache=SinkCache(model, parse("4+1020")))  # transformers' generate
+    generate(model, ids, SinkCache(model, parse("4+1020")))  # transformers' generate, any prompt
 """
 
 from importlib import import_module
@@ -16,6 +16,7 @@ _EXPORTS = {
     "Policy": "policies",
     "SinkCache": "sink_cache",
     "StreamingLM": "cache",
+    "generate": "generation",
     "nll_fast": "evaluate",
     "nll_fast_many": "evaluate",
     "nll_loop": "evaluate",

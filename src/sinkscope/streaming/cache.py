@@ -18,7 +18,7 @@ import torch
 
 from ..errors import UserError
 from .policies import Policy
-from .positions import Scheme, architecture
+from .positions import Scheme, architecture, check_learned_range
 from .rope import Rotary
 
 
@@ -185,6 +185,8 @@ class StreamingLM:
     def __init__(self, model: torch.nn.Module, policy: Policy):
         self.model, self.policy = model, policy
         self.scheme = checked_scheme(model)
+        if policy.size is not None:
+            check_learned_range(model, policy.size)
         self.rotary = self.scheme.rotary
         self.windows, self.layer_types = layer_windows(model)
         self.device = next(model.parameters()).device

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from ..errors import UserError
 from .cache import KVStore, StreamingLM, checked_scheme, layer_windows, mask_argument
 from .policies import Policy
-from .positions import architecture
+from .positions import architecture, check_learned_range
 from .rope import Rotary
 
 
@@ -189,11 +189,12 @@ class _ChunkCache:
         return len(self.store)
 
 
-class _Scorer:
+class Scorer:
     """The fast evaluation of one model on one stream, a chunk of queries per forward pass."""
 
-    def __init__(self, model: torch.nn.Module, ids: torch.Tensor, chunk: int):
-        self.model, self.ids, self.chunk = model, ids, chunk
+    def __init__(self, model: torch.nn.Module, ids: torch.Tensor, chunk: int, offset: int = 0):
+        """`ids[i]` is the token at stream index `offset + i`."""
+        self.model, self.ids, self.chunk, self.offset = model, ids, chunk, offset
         self.scheme = checked_scheme(model)
         self.rotary = self.scheme.rotary
         self.windows, self.layer_types = layer_windows(model)
@@ -203,18 +204,22 @@ class _Scorer:
         self.dtype = next(model.parameters()).dtype
         self.head = _Head(model)
 
-    def score(self, policy: Policy, store: KVStore, start: int, end: int, out: torch.Tensor):
-        """NLLs of the queries [start, end) into `out`; `store` holds the cache of query `start`
-        under `policy` and is updated."""
-        ids, device = self.ids, self.device
-        for a in tqdm(range(start, end, self.chunk), desc=f"fast {policy.name}", leave=False):
+    def advance(self, policy: Policy, store: KVStore, start: int, end: int, desc: str | None):
+        """Feed the queries [start, end) a chunk per forward pass; `store` holds the cache of query
+        `start` under `policy` and is updated. Yields each chunk's (a, b, model output); `desc`
+        names its progress bar (None: no bar)."""
+        ids, device, offset = self.ids, self.device, self.offset
+        starts = range(start, end, self.chunk)
+        if desc is not None:
+            starts = tqdm(starts, desc=f"{desc} {policy.name}", leave=False)
+        for a in starts:
             b = min(a + self.chunk, end)
             layout = _chunk(policy, store.index, a, b, self.windows, bool(self.rotary))
             visible = {w: v.to(device) for w, v in layout.visible.items()}
             cache = _ChunkCache(store, self.rotary, self.windows, layout, device)
             with self.scheme.bias(layout.distance[self.windows[0]].to(device)):
                 output = self.model(
-                    input_ids=ids[a:b][None].to(device),
+                    input_ids=ids[a - offset : b - offset][None].to(device),
                     position_ids=layout.chunk_pos[None].to(device),
                     attention_mask=mask_argument(
                         visible, self.windows, self.layer_types, self.dtype
@@ -224,14 +229,26 @@ class _Scorer:
                     output_hidden_states=True,
                     logits_to_keep=1 if a == 0 else torch.zeros(0, dtype=torch.long, device=device),
                 )
-            hidden = output.hidden_states[-1][0]
-            if a == 0:
-                self.head.check(hidden[-1], output.logits[0, -1])
-            out[a:b] = self.head.nll(hidden, ids[a + 1 : b + 1].to(device))
             for layer, (keys, values) in enumerate(cache.new):
                 store.append(layer, keys, values)
             store.index = torch.cat((store.index, torch.arange(a, b)))
             _evict(store, policy, b)
+            yield a, b, output
+
+    def scores(self, policy: Policy, store: KVStore, start: int, end: int, desc: str | None):
+        """The NLLs of the queries [start, end), a chunk (a, b, nll) at a time; `store` and
+        `desc` as in `advance`."""
+        for a, b, output in self.advance(policy, store, start, end, desc):
+            hidden = output.hidden_states[-1][0]
+            if a == 0:
+                self.head.check(hidden[-1], output.logits[0, -1])
+            targets = self.ids[a + 1 - self.offset : b + 1 - self.offset]
+            yield a, b, self.head.nll(hidden, targets.to(self.device))
+
+    def score(self, policy: Policy, store: KVStore, start: int, end: int, out: torch.Tensor):
+        """NLLs of the queries [start, end) into `out`; `store` as in `advance`."""
+        for a, b, nll in self.scores(policy, store, start, end, "fast"):
+            out[a:b] = nll
 
 
 def _evict(store: KVStore, policy: Policy, t: int) -> None:
@@ -267,8 +284,10 @@ def nll_fast_many(
     if any(policy.kind == "recompute" for policy in policies):
         raise ValueError("re-computation keeps no cache: score it with nll_recompute")
     ends = ends or [len(ids) - 1] * len(policies)
+    spans = [min(end, policy.size or end) for policy, end in zip(policies, ends, strict=True)]
+    check_learned_range(model, max(spans))  # the most cache positions a query takes
     shared = min(ends + [policy.size for policy in policies if policy.size is not None])
-    scorer = _Scorer(model, ids, chunk)
+    scorer = Scorer(model, ids, chunk)
     store = KVStore(len(scorer.windows))
     prefix = torch.empty(shared, dtype=torch.float64)
     scorer.score(Policy("full"), store, 0, shared, prefix)
@@ -292,6 +311,7 @@ def nll_recompute(
     one batch have the same length, so they are stacked without padding. Only the scored
     positions go through the LM head.
     """
+    check_learned_range(model, size)
     device = next(model.parameters()).device
     out = torch.empty(len(positions), dtype=torch.float64)
     head = positions < size - 1

@@ -113,6 +113,20 @@ class Alibi:
             delattr(self.base, self.builder)
 
 
+def check_learned_range(model: torch.nn.Module, positions: int) -> None:
+    """Refuse, for a model with learned absolute positions, cache positions 0 .. positions - 1
+    past those it learned (`max_position_embeddings`): positions by cache order must stay in
+    its trained range, so a cache (or a full-cache stream) may be at most that long."""
+    if positional_scheme(model).kind != "learned":
+        return
+    learned = getattr(model.config.get_text_config(), "max_position_embeddings", None)
+    if learned is not None and positions > learned:
+        raise UserError(
+            f"{architecture(model)}: a cache of {positions} tokens places them at positions past "
+            f"the {learned} it learned; use a cache of at most {learned} tokens"
+        )
+
+
 @dataclass
 class Scheme:
     """The positions of a model under a streaming cache: its RoPE (empty without) and ALiBi."""
