@@ -1,10 +1,8 @@
-"""Integration: the paper and one-GPU tiers' DAGs, offline, against stand-ins of their hub models
-and datasets.
+"""Integration: the paper config's DAG, offline, against stand-ins of its hub models and datasets.
 
-Every hub model of config/paper.yaml (the one-GPU tier's are among them) is a tiny random model
-of the same architecture and tokenizer kind at the pinned revision, in a private Hugging Face
-cache (tests/standins.py); tests/paper_small.yaml shrinks only counts and sizes. Each tier's run
-goes through to its scorecard.
+Every hub model of config/paper.yaml is a tiny random model of the same architecture and
+tokenizer kind at the pinned revision, in a private Hugging Face cache (tests/standins.py);
+tests/paper_small.yaml shrinks only counts and sizes. The run goes through to the scorecard.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ from sinkscope.scorecard import NOT_RUN, VERDICTS, load_claims
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 PAPER = [REPO / "config" / "paper.yaml", REPO / "tests" / "paper_small.yaml"]
-TIERS = {tier: [REPO / "config" / f"{tier}.yaml", PAPER[1]] for tier in ("paper", "gpu")}
 
 
 @pytest.fixture(scope="session")
@@ -37,24 +34,14 @@ def built(tmp_path_factory, paper_config) -> dict[str, Path]:
     return standins.build(tmp_path_factory.mktemp("standins"), paper_config)
 
 
-@pytest.fixture(scope="session", params=list(TIERS))
-def tier(request) -> str:
-    return request.param
-
-
 @pytest.fixture(scope="session")
-def tier_config(tier) -> dict:
-    return load_config([REPO / "config" / "config.yaml", *TIERS[tier]])
-
-
-@pytest.fixture(scope="session")
-def paper_run(tmp_path_factory, built, tier) -> Path:
-    """A completed offline run of the tier's DAG on the stand-ins."""
-    workdir = tmp_path_factory.mktemp(tier)
+def paper_run(tmp_path_factory, built) -> Path:
+    """A completed offline run of the paper DAG on the stand-ins."""
+    workdir = tmp_path_factory.mktemp("paper")
     standins.link_resources(built["resources"], workdir)
     env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(built["hf_home"])}
     # the stand-ins are tiny: the registry's memory sizes need not keep their jobs apart
-    snakemake(workdir, "--resources", "mem_mb=1000000", config=TIERS[tier], env=env)
+    snakemake(workdir, "--resources", "mem_mb=1000000", config=PAPER, env=env)
     return workdir
 
 
@@ -102,17 +89,17 @@ def test_an_unknown_hub_repository_has_no_standin():
         standins.builder("acme/unknown")
 
 
-def test_paper_run_reaches_a_scorecard_at_its_tier(paper_run, tier):
+def test_paper_run_reaches_a_paper_scale_scorecard(paper_run):
     card = pd.read_csv(paper_run / "results" / "scorecard.csv", keep_default_na=False)
     assert len(card) == len(load_claims())
-    assert (card.scale == tier).all()
+    assert (card.scale == "paper").all()
     assert set(card.verdict) <= set(VERDICTS)
     not_run = card[card.verdict == NOT_RUN]
     assert (not_run.note.str.len() > 0).all(), not_run.claim_id.tolist()  # each with its reason
 
 
-def test_paper_run_manifests_record_the_pinned_commits(paper_run, tier_config):
-    for name, entry in _hub_models(tier_config).items():
+def test_paper_run_manifests_record_the_pinned_commits(paper_run, paper_config):
+    for name, entry in _hub_models(paper_config).items():
         manifest = paper_run / "resources" / "models" / name / "manifest.json"
         pin = json.loads(manifest.read_text())["pin"]
         assert pin["repo"] == entry["repo"], name
