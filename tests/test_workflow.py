@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, snakemake
 
 from sinkscope import provenance
-from sinkscope.scorecard import NOT_RUN, REPLICATED, load_claims
+from sinkscope.scorecard import NOT_RUN, NOT_TESTABLE, REPLICATED, load_claims
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +65,11 @@ def test_s1_numbers_are_printed_and_stored(smoke):
 def test_scorecard_has_a_row_per_claim(smoke):
     card = pd.read_csv(smoke / "results" / "scorecard.csv")
     assert len(card) == len(load_claims())
-    assert set(card[card.exhibit == "S1"].verdict) == {REPLICATED}
+    s1 = card[card.exhibit == "S1"].set_index("claim_id")
+    checks = s1[s1.kind == "check"]  # the example and the tiny GPT-OSS's learned sinks
+    assert set(checks.verdict) == {REPLICATED} and "S1.learned_sinks_read_exactly" in checks.index
+    # no model of the smoke run has learned sink logits
+    assert s1.verdict["S1.learned_sinks_absorb"] == NOT_TESTABLE
     measured = {path.parent.name for path in (smoke / "results").glob("*/claims.json")}
     assert set(card[~card.exhibit.isin(measured)].verdict) <= {NOT_RUN}  # every exhibit may run
     assert (card.scale == "smoke").all()
