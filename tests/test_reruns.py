@@ -67,6 +67,7 @@ def leaves(tree: dict, prefix: str = "") -> dict[str, object]:
 
 ALTERNATIVES = {  # keys with a set of allowed values: another one
     "device": "auto",
+    "diagnostics.nulls.inputs": 3,  # at least 2, at most the smoke's 4 text windows
     "streaming.text.tokenize": "bytes",
     "streaming.attention": "eager",
     "mitigation.train.precision": "bfloat16",
