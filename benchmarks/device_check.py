@@ -7,8 +7,9 @@ Writes under OUT: `test_gpu.xml` and `test_gpu.log`, the GPU tests (tests/test_g
 extraction and streaming of stand-in models on the GPU against the CPU, half precision, timed
 decoding, the training loops); per run of U1 and U2 at the one-GPU tier's recipe
 (config/gpu.yaml: 30,000 steps of batch 1024, five replicates or seeds; `--steps` and `--batch`
-reduce it) its tables, trained side by side on the device, one process per run; `rows.csv`,
-U1's and U2's scorecard rows judged as a run of the one-GPU tier would judge them; and
+reduce it) its tables under `results/<ID>/runs/`, as the workflow writes them, trained side by
+side on the device, one process per run; `rows.csv`, U1's and U2's scorecard rows judged as a
+run of the one-GPU tier would judge them; and
 `device_check.json`: the device, the library versions, each step's wall seconds and each run's
 training steps per second. Needs only the checkout's files.
 """
@@ -57,17 +58,18 @@ def recipe_config(steps: int | None, batch: int | None, n_eval: int | None) -> d
     return config
 
 
-def train_run(exhibit: str, run: dict, settings: dict, out: Path) -> tuple[str, float, int]:
-    """One run of a toy on the device: its tables under `out`; (run name, wall s, steps)."""
+def train_run(exhibit: str, run: dict, settings: dict, paths: dict[str, Path]) -> tuple[float, int]:
+    """One run of a toy on the device, its tables written to `paths`; (wall s, steps)."""
     import torch
 
     torch.set_num_threads(1)
     start = time.perf_counter()
     tables = module(exhibit).train(run, settings)
     seconds = time.perf_counter() - start
-    for name, table in tables.items():
-        table.to_parquet(out / f"{name}.parquet")
-    return out.name, seconds, int(tables["curves"].step.max())
+    for name, path in paths.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tables[name].to_parquet(path)
+    return seconds, int(tables["curves"].step.max())
 
 
 def run_toys(config: dict, device: str, out: Path, workers: int) -> tuple[list[dict], dict]:
@@ -82,16 +84,14 @@ def run_toys(config: dict, device: str, out: Path, workers: int) -> tuple[list[d
             settings = {**entry.settings(plan, "train"), "device": device}
             settings["checkpoints"] = str(out / "checkpoints")
             for name, run in entry.runs(plan).items():
-                folder = out / exhibit / "runs" / name
-                folder.mkdir(parents=True, exist_ok=True)
-                jobs[pool.submit(train_run, exhibit, run, settings, folder)] = exhibit
-        for job, exhibit in jobs.items():
-            name, seconds, steps = job.result()
-            timings[f"{exhibit} {name}"] = {"seconds": seconds, "steps_per_second": steps / seconds}
+                paths = {t: out / path for t, path in entry.run_paths(name).items()}
+                jobs[pool.submit(train_run, exhibit, run, settings, paths)] = f"{exhibit} {name}"
+        for job, name in jobs.items():
+            seconds, steps = job.result()
+            timings[name] = {"seconds": seconds, "steps_per_second": steps / seconds}
     for exhibit in TOYS:
         entry, toy = EXHIBITS[exhibit], module(exhibit)
-        runs = [out / exhibit / "runs" / run for run in entry.runs(plan)]
-        inputs = {t: [str(run / f"{t}.parquet") for run in runs] for t in entry.run_tables}
+        inputs = {t: [str(out / path) for path in paths] for t, paths in entry.inputs(plan).items()}
         tables = toy.tables(inputs, entry.settings(plan, "tables"))
         found = toy.claims(tables, entry.settings(plan, "claims"))
         measured = {claim: m.record() for claim, m in found.items()}

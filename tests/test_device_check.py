@@ -32,4 +32,5 @@ def test_the_device_check_writes_its_report_at_a_reduced_size(tmp_path):
     report = json.loads((out / "device_check.json").read_text())
     assert set(report["seconds"]) == {"test_gpu", "toys"}
     assert len(report["runs"]) == 10 and report["recipes"]["U2"]["steps"] == 4
-    assert (out / "test_gpu.xml").exists() and (out / "U1" / "runs" / "replicate4").is_dir()
+    assert (out / "test_gpu.xml").exists()
+    assert (out / "results" / "U1" / "runs" / "replicate4").is_dir()

@@ -74,6 +74,12 @@ def compare(extracted: pd.DataFrame, direct: pd.DataFrame) -> None:
         assert diff <= 1e-5, f"{column}: max abs diff {diff:.3g}"
 
 
+def causal_probs(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    """Softmax attention of the queries over the keys under the causal mask, computed directly."""
+    scores = (q @ k.transpose(-1, -2)) * scale
+    return scores.masked_fill(~metrics.causal_mask(q.shape[-2]), float("-inf")).softmax(-1)
+
+
 def test_grouped_kv_decoder_matches_direct_recomputation():
     model = tiny_causal_lm("llama", num_hidden_layers=3)
     ids = torch.randint(0, VOCAB, (2, 12))
@@ -93,8 +99,7 @@ def test_grouped_kv_decoder_matches_direct_recomputation():
         q, k = apply_rotary_pos_emb(q, k, cos, sin)
         k, v = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
         visible = metrics.causal_mask(12)
-        scores = (q @ k.transpose(-1, -2)) * attn.scaling
-        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        probs = causal_probs(q, k, attn.scaling)
         w_out = attn.o_proj.weight.T.reshape(4, attn.head_dim, 32)
         direct = direct_stats(probs, v, w_out, hidden, visible)
     compare(heads[heads.layer == index].reset_index(drop=True), direct)
@@ -134,8 +139,7 @@ def test_gated_attention_beside_linear_attention_matches_direct_recomputation():
         q, k = qwen_rotary(q, k, cos, sin)
         k, v = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
         visible = metrics.causal_mask(12)
-        scores = (q @ k.transpose(-1, -2)) * attn.scaling
-        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        probs = causal_probs(q, k, attn.scaling)
         w_out = attn.o_proj.weight.T.reshape(4, attn.head_dim, 32)
         gate = torch.sigmoid(gate).transpose(1, 2)
         direct = direct_stats(probs, v, w_out, hidden, visible, gate)
@@ -191,8 +195,7 @@ def test_gpt_neox_packed_heads_match_direct_recomputation():
         cos, sin = model.base_model.rotary_emb(x, torch.arange(12)[None].expand(2, -1))
         q, k = neox_rotary(q, k, cos, sin)
         visible = metrics.causal_mask(12)
-        scores = (q @ k.transpose(-1, -2)) * 8**-0.5
-        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        probs = causal_probs(q, k, 8**-0.5)
         w_out = attn.dense.weight.T.reshape(4, 8, 32)
         direct = direct_stats(probs, v, w_out, hidden, visible)
     assert direct["entropy"].max() < 0.9 * np.log(12)  # peaked enough to tell heads apart

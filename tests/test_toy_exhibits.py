@@ -34,7 +34,6 @@ def toy_tables(exhibit: str, plan: Plan, folder) -> dict[str, pd.DataFrame]:
     """An exhibit's tables as the workflow makes them: a trained toy's runs each trained apart
     (`train`, on the CPU) and written to parquet, then gathered by `tables`."""
     entry, toy = EXHIBITS[exhibit], module(exhibit)
-    inputs: dict[str, list[str]] = {name: [] for name in entry.run_tables}
     for name, run in entry.runs(plan).items():
         settings = {**entry.settings(plan, "train"), "device": "cpu", "checkpoints": folder}
         made = toy.train(run, settings)
@@ -42,7 +41,7 @@ def toy_tables(exhibit: str, plan: Plan, folder) -> dict[str, pd.DataFrame]:
         for table, path in entry.run_paths(name).items():
             (folder / path).parent.mkdir(parents=True, exist_ok=True)
             made[table].to_parquet(folder / path)
-            inputs[table].append(str(folder / path))
+    inputs = {t: [str(folder / path) for path in paths] for t, paths in entry.inputs(plan).items()}
     return toy.tables(inputs, entry.settings(plan, "tables"))
 
 
