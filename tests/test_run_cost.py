@@ -153,6 +153,21 @@ def test_a_job_feeding_several_exhibits_splits_its_minutes_among_their_claims():
     assert states.loc[run_cost.NO_CLAIM, "share"] == pytest.approx(3 / 16, abs=1e-4)
 
 
+def test_a_claims_null_cost_counts_the_jobs_that_serve_nulls_alone():
+    jobs = _jobs(**{
+        "extract/m": 8, "extract/m@init": 4, "null_model/m": 2, "tables_X/all": 1,
+    })  # fmt: skip
+    feeds = {"X": ["tables_X/all", "extract/m", "extract/m@init", "null_model/m"],
+             "Y": ["extract/m@init"]}  # fmt: skip
+    per_claim = run_cost.claim_cost(jobs, feeds, CARD).set_index("claim_id")
+    # extract/m@init: 4 minutes over the 4 claims of X and Y; null_model/m: 2 over X's one claim
+    assert per_claim.null_min.to_dict() == pytest.approx(
+        {"X.one": 1 + 2, "Y.a": 1, "Y.b": 1, "Y.c": 1, "Z.a": 0.0}, abs=1e-3
+    )
+    assert per_claim.loc["X.one", "job_min"] == pytest.approx(1 + 8 + 1 + 2, abs=1e-3)
+    assert not run_cost.is_null_job("extract/m") and run_cost.is_null_job("streaming_nll/m@init_a")
+
+
 def test_a_job_whose_exhibit_has_no_claim_on_the_card_feeds_no_claim():
     jobs = _jobs(**{"tables_W/all": 4, "tables_X/all": 1})
     feeds = {"W": ["tables_W/all"], "X": ["tables_X/all"]}

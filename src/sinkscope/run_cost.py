@@ -10,10 +10,12 @@ from pathlib import Path
 import pandas as pd
 
 from .jobs import STARTUP_SUFFIX
+from .models.sources import NULL_SUFFIX
 
 COLUMNS = ["rule", "jobs", "wall_min", "cpu_min", "max_rss_mb"]
 SUMMARY_ROWS = ("start-up", "job total", "total")  # after the rules'
 NO_CLAIM = "feeds no claim"  # the by-verdict row of jobs upstream of no claim (atlas, scorecard)
+NULL_RULE = "null_model"  # builds a claim model's null, named by its parent model
 
 
 def read_benchmarks(folder: str | Path) -> pd.DataFrame:
@@ -123,6 +125,13 @@ def job_key(rule: str, job: str) -> str:
     return f"{rule}/{job}"
 
 
+def is_null_job(key: str) -> bool:
+    """Whether the job `key` serves a claim's null alone: it builds a null model, or its job
+    name holds a null model's name (`<model>@init`)."""
+    rule, job = key.split("/", 1)
+    return rule == NULL_RULE or NULL_SUFFIX in job
+
+
 def _job_minutes(jobs: pd.DataFrame) -> pd.Series:
     """Each benchmarked job's wall minutes, indexed by `job_key`."""
     keys = [job_key(r, j) for r, j in zip(jobs.rule, jobs.job, strict=True)]
@@ -144,20 +153,25 @@ def claim_cost(jobs: pd.DataFrame, feeds: dict[str, list[str]], card: pd.DataFra
     and figure; a job's wall minutes are split evenly among the claims of every exhibit it feeds
     (an extraction read by five exhibits of ten claims gives each claim a tenth). Columns: the
     card's, `jobs` (how many jobs fed the claim), `job_min` and `share` (of the run's
-    job-minutes)."""
+    job-minutes), and `null_min`: the part of `job_min` from the jobs that serve nulls alone
+    (`is_null_job`), what measuring the claim's null cost beyond the jobs the claim needs anyway
+    (a null computed inside such a job, as the toys' untrained heads are, is not apart)."""
     claims = card[["exhibit", "claim_id", "kind", "verdict"]].reset_index(drop=True)
     per_exhibit = claims.groupby("exhibit").size()
     minutes = _job_minutes(jobs)
     fed = _fed(minutes, feeds, per_exhibit.index)
     claims_fed = fed.exhibit.map(per_exhibit).groupby(fed.key).transform("sum")
     fed = fed.assign(per_claim=fed.key.map(minutes) / claims_fed)
-    cost = fed.groupby("exhibit").agg(jobs=("key", "size"), job_min=("per_claim", "sum"))
-    found = claims.join(cost, on="exhibit").fillna({"jobs": 0, "job_min": 0.0})
+    fed = fed.assign(per_null=fed.per_claim.where(fed.key.map(is_null_job), 0.0))
+    cost = fed.groupby("exhibit").agg(
+        jobs=("key", "size"), job_min=("per_claim", "sum"), null_min=("per_null", "sum")
+    )
+    found = claims.join(cost, on="exhibit").fillna({"jobs": 0, "job_min": 0.0, "null_min": 0.0})
     total = minutes.sum()
     return found.assign(
         jobs=found.jobs.astype(int),
         share=found.job_min / total if total else 0.0,
-    ).round({"job_min": 3, "share": 4})
+    ).round({"job_min": 3, "null_min": 3, "share": 4})
 
 
 def sole_cost(jobs: pd.DataFrame, feeds: dict[str, list[str]], card: pd.DataFrame) -> pd.Series:
