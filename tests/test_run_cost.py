@@ -155,12 +155,12 @@ def test_a_job_feeding_several_exhibits_splits_its_minutes_among_their_claims():
 
 def test_a_claims_null_cost_counts_the_jobs_that_serve_nulls_alone():
     jobs = _jobs(**{
-        "extract/m": 8, "extract/m@init": 4, "null_model/m": 2, "tables_X/all": 1,
+        "extract/m": 8, "extract/m@init": 4, "null_model/m@init": 2, "tables_X/all": 1,
     })  # fmt: skip
-    feeds = {"X": ["tables_X/all", "extract/m", "extract/m@init", "null_model/m"],
+    feeds = {"X": ["tables_X/all", "extract/m", "extract/m@init", "null_model/m@init"],
              "Y": ["extract/m@init"]}  # fmt: skip
     per_claim = run_cost.claim_cost(jobs, feeds, CARD).set_index("claim_id")
-    # extract/m@init: 4 minutes over the 4 claims of X and Y; null_model/m: 2 over X's one claim
+    # extract/m@init: 4 minutes over the 4 claims of X and Y; null_model/m@init: 2 over X.one
     assert per_claim.null_min.to_dict() == pytest.approx(
         {"X.one": 1 + 2, "Y.a": 1, "Y.b": 1, "Y.c": 1, "Z.a": 0.0}, abs=1e-3
     )

@@ -15,7 +15,6 @@ from .models.sources import NULL_SUFFIX
 COLUMNS = ["rule", "jobs", "wall_min", "cpu_min", "max_rss_mb"]
 SUMMARY_ROWS = ("start-up", "job total", "total")  # after the rules'
 NO_CLAIM = "feeds no claim"  # the by-verdict row of jobs upstream of no claim (atlas, scorecard)
-NULL_RULE = "null_model"  # builds a claim model's null, named by its parent model
 
 
 def read_benchmarks(folder: str | Path) -> pd.DataFrame:
@@ -126,10 +125,9 @@ def job_key(rule: str, job: str) -> str:
 
 
 def is_null_job(key: str) -> bool:
-    """Whether the job `key` serves a claim's null alone: it builds a null model, or its job
-    name holds a null model's name (`<model>@init`)."""
-    rule, job = key.split("/", 1)
-    return rule == NULL_RULE or NULL_SUFFIX in job
+    """Whether the job `key` serves a claim's null alone: its job name holds a null model's name
+    (`<model>@init`), as every job that builds or reads a null does."""
+    return NULL_SUFFIX in key.split("/", 1)[1]
 
 
 def _job_minutes(jobs: pd.DataFrame) -> pd.Series:
@@ -154,8 +152,8 @@ def claim_cost(jobs: pd.DataFrame, feeds: dict[str, list[str]], card: pd.DataFra
     (an extraction read by five exhibits of ten claims gives each claim a tenth). Columns: the
     card's, `jobs` (how many jobs fed the claim), `job_min` and `share` (of the run's
     job-minutes), and `null_min`: the part of `job_min` from the jobs that serve nulls alone
-    (`is_null_job`), what measuring the claim's null cost beyond the jobs the claim needs anyway
-    (a null computed inside such a job, as the toys' untrained heads are, is not apart)."""
+    (`is_null_job`), what the claim's null costs beyond the jobs the claim needs anyway (a null
+    computed inside such a job, as the toys' untrained heads are, is not counted apart)."""
     claims = card[["exhibit", "claim_id", "kind", "verdict"]].reset_index(drop=True)
     per_exhibit = claims.groupby("exhibit").size()
     minutes = _job_minutes(jobs)

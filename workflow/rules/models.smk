@@ -54,7 +54,7 @@ rule null_model:
     log:
         "logs/models/{parent}_null.log",
     benchmark:
-        "logs/benchmark/null_model/{parent}.tsv"
+        f"logs/benchmark/null_model/{{parent}}{NULL_SUFFIX}.tsv"  # named by the null it builds
     resources:
         mem_mb=lambda w: model_entry(w.parent).get("mem_mb", 4000),
         runtime=30,
