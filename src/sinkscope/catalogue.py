@@ -48,11 +48,13 @@ INCONCLUSIVE, NOT_RUN = "inconclusive at this scale", "not run"
 NOT_TESTABLE = "not testable at this scale"
 VERDICTS = (REPLICATED, NOT_REPLICATED, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN)
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# libyaml's parser where PyYAML was built with it (its wheels are): ten times faster, same result
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_claims() -> list[dict[str, Any]]:
     """The claim catalogue shipped with the package (sinkscope/claims.yaml)."""
-    return yaml.safe_load(files("sinkscope").joinpath("claims.yaml").read_text())
+    return yaml.load(files("sinkscope").joinpath("claims.yaml").read_text(), YAML_LOADER)
 
 
 def find_claim(claim_id: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import jsonschema
 import yaml
 
+from .catalogue import YAML_LOADER
 from .errors import BadInput, UserError, read_text
 
 
@@ -144,7 +145,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except OSError as error:
         raise ConfigError(f"config file {path} cannot be read ({error.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, YAML_LOADER)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
