@@ -208,3 +208,11 @@ def smoke(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("smoke")
     snakemake(workdir)
     return workdir
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on the smoke run of the whole DAG (its 150 jobs take minutes) is `heavy`."""
+    for item in items:
+        if "smoke" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.heavy)

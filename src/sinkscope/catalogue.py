@@ -8,7 +8,9 @@ Light on purpose (yaml only): the exhibit registry reads paper values from it to
 
 from __future__ import annotations
 
+import functools
 import math
+import pickle
 import re
 from importlib.resources import files
 from typing import Any
@@ -52,9 +54,17 @@ DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+@functools.cache
+def _parsed_catalogue() -> bytes:
+    """sinkscope/claims.yaml parsed once per process, kept pickled."""
+    text = files("sinkscope").joinpath("claims.yaml").read_text()
+    return pickle.dumps(yaml.load(text, YAML_LOADER))
+
+
 def load_claims() -> list[dict[str, Any]]:
-    """The claim catalogue shipped with the package (sinkscope/claims.yaml)."""
-    return yaml.load(files("sinkscope").joinpath("claims.yaml").read_text(), YAML_LOADER)
+    """The claim catalogue shipped with the package (sinkscope/claims.yaml), a fresh copy that
+    the caller may change (a DAG's plan reads it a few times)."""
+    return pickle.loads(_parsed_catalogue())
 
 
 def find_claim(claim_id: str) -> dict[str, Any]:
