@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import standins
-from conftest import REPO, snakemake
+from conftest import ONE_THREAD, REPO, snakemake
 
 from sinkscope.config import load_config
 from sinkscope.scorecard import NOT_RUN, VERDICTS, load_claims
@@ -43,7 +43,7 @@ def paper_run(tmp_path_factory, built) -> Path:
     env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(built["hf_home"])}
     # the stand-ins are tiny: the registry's memory sizes need not keep their jobs apart
     target = "results/scorecard.csv"
-    snakemake(workdir, target, "--resources", "mem_mb=1000000", config=PAPER, env=env)
+    snakemake(workdir, target, *ONE_THREAD, "--resources", "mem_mb=1000000", config=PAPER, env=env)
     return workdir
 
 
