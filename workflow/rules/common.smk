@@ -143,32 +143,32 @@ def corpus_input(model):
     return [DATA["text"]["file"]] if is_text and DATA["text"]["source"] == "file" else []
 
 
-def _benchmarked_upstream(path, found, seen):
-    """Add to `found` the benchmarked job (`<rule>/<job>`) that writes `path` and every one
-    upstream of it, walking the rules' own outputs and inputs (Snakemake's Rule API)."""
-    if path in seen:
-        return
-    seen.add(path)
-    for producer in workflow.rules:
-        if producer.name == "all" or not producer.is_producer(path):
-            continue
-        wildcards = producer.get_wildcards(path)
-        if producer.benchmark:
-            benchmark = Path(str(producer.expand_benchmark(wildcards)))
-            found.add(job_key(benchmark.parent.name, benchmark.stem))
-        for upstream in producer.expand_input(wildcards)[0]:
-            _benchmarked_upstream(str(upstream), found, seen)
-        return
+def _benchmarked_upstream(path, known):
+    """The benchmarked jobs (`<rule>/<job>`) of the job that writes `path` and of every one
+    upstream of it, walking the rules' own outputs and inputs (Snakemake's Rule API); `known`
+    keeps each path's answer, as exhibits share their upstream jobs."""
+    if path not in known:
+        found = set()
+        for producer in workflow.rules:
+            if producer.name == "all" or not producer.is_producer(path):
+                continue
+            wildcards = producer.get_wildcards(path)
+            if producer.benchmark:
+                benchmark = Path(str(producer.expand_benchmark(wildcards)))
+                found.add(job_key(benchmark.parent.name, benchmark.stem))
+            for upstream in producer.expand_input(wildcards)[0]:
+                found |= _benchmarked_upstream(str(upstream), known)
+            break
+        known[path] = found
+    return known[path]
 
 
 def claim_feeds():
     """{exhibit: the benchmarked jobs upstream of its tables, claims and figure} for every
     exhibit this scale runs (read when the DAG is built, once every rule is defined)."""
-    feeds = {}
+    feeds, known = {}, {}
     for exhibit_id, exhibit in EXHIBITS.items():
-        found, seen = set(), set()
         own = [*exhibit.table_paths().values(), *figure_files(exhibit_id)]
-        for path in own + ([claims_file(exhibit_id)] if exhibit_id in CLAIMED else []):
-            _benchmarked_upstream(path, found, seen)
-        feeds[exhibit_id] = sorted(found)
+        paths = own + ([claims_file(exhibit_id)] if exhibit_id in CLAIMED else [])
+        feeds[exhibit_id] = sorted(set().union(*(_benchmarked_upstream(p, known) for p in paths)))
     return feeds
