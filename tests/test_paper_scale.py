@@ -96,8 +96,9 @@ def test_paper_run_reaches_a_paper_scale_scorecard(paper_run):
     assert len(card) == len(load_claims())
     assert (card.scale == "paper").all()
     assert set(card.verdict) <= set(VERDICTS)
+    # every exhibit of the paper config runs on its stand-ins: no claim is left unmeasured
     not_run = card[card.verdict == NOT_RUN]
-    assert (not_run.note.str.len() > 0).all(), not_run.claim_id.tolist()  # each with its reason
+    assert not_run.empty, dict(zip(not_run.claim_id, not_run.note, strict=True))
 
 
 def test_paper_run_manifests_record_the_pinned_commits(paper_run, paper_config):
